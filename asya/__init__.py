@@ -1,0 +1,1 @@
+"""asya: multi-step AI/ML pipelines built from actors."""

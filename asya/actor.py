@@ -1,0 +1,376 @@
+"""`@actor`: declare a function or class as an actor, and the registry that remembers it.
+
+`@actor` inspects the target once (sync or async, generator or not, class or function, whether
+it takes a `Context`), checks the options, records an `ActorSpec` in the registry and returns the
+target unchanged, so decorated code stays plain Python that tests can call directly. It does
+nothing else: no broker, no environment, no thread. The registry is the only global state in
+asya; `asya.handler` turns a spec into something callable, `asya.local` runs specs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import inspect
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Final, TypedDict, TypeVar, Unpack, overload
+
+import msgspec
+
+from asya.context import Context
+from asya.envelope import ACTOR_NAME_MAX_LENGTH
+from asya.errors import ActorDefinitionError
+from asya.retry import RetryPolicy
+from asya.routing import route_name_problem
+
+T = TypeVar("T")
+
+SPEC_ATTRIBUTE: Final = "__asya_actor__"
+"""Attribute `@actor` sets on its target, so a handler reference finds its spec."""
+
+
+class CallStyle(enum.Enum):
+    """How the handler produces its result."""
+
+    RETURN = "return"
+    ASYNC_RETURN = "async-return"
+    GENERATOR = "generator"
+    ASYNC_GENERATOR = "async-generator"
+
+    @property
+    def is_async(self) -> bool:
+        return self in (CallStyle.ASYNC_RETURN, CallStyle.ASYNC_GENERATOR)
+
+    @property
+    def is_generator(self) -> bool:
+        return self in (CallStyle.GENERATOR, CallStyle.ASYNC_GENERATOR)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scaling:
+    """Replica bounds and the queue-depth rule of KEDA's RabbitMQ scaler."""
+
+    min_replicas: int = 0
+    """Replicas kept when the queue is empty; 0 lets the actor scale to zero."""
+    max_replicas: int = 10
+    """Most replicas the actor may scale to."""
+    queue_length: int = 5
+    """Messages (ready plus unacked) one replica is expected to handle."""
+    activation: int = 0
+    """Queue depth above which an actor at zero replicas is started."""
+    cooldown_s: float = 300.0
+    """Seconds of an idle queue before scaling back to `min_replicas`."""
+    polling_interval_s: float = 30.0
+    """Seconds between queue-depth checks on Kubernetes (the local runner polls faster)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resources:
+    """What one replica asks the cluster for."""
+
+    cpu: str | None = None
+    """CPU request in Kubernetes notation (`500m`, `2`)."""
+    memory: str | None = None
+    """Memory request in Kubernetes notation (`512Mi`, `16Gi`)."""
+    gpus: int = 0
+    """Whole GPUs per replica (`nvidia.com/gpu`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActorSpec:
+    """Everything asya knows about one actor, fixed at decoration time."""
+
+    name: str
+    target: Callable[..., Any]
+    module: str
+    qualname: str
+    is_class: bool
+    style: CallStyle
+    takes_context: bool
+    concurrency: int = 1
+    timeout_s: float = 300.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    batch: int | None = None
+    batch_wait_ms: int = 10
+    scaling: Scaling = field(default_factory=Scaling)
+    resources: Resources = field(default_factory=Resources)
+    pool: str | None = None
+    priority: int = 0
+
+    @property
+    def ref(self) -> str:
+        """`module:qualname`, the form `ASYA_HANDLER` takes."""
+        return f"{self.module}:{self.qualname}"
+
+
+class ActorOptions(TypedDict, total=False):
+    """The options `@actor(...)` accepts; each is documented on ActorSpec, Scaling, Resources."""
+
+    name: str
+    concurrency: int
+    timeout_s: float
+    retry: RetryPolicy
+    batch: int
+    batch_wait_ms: int
+    min_replicas: int
+    max_replicas: int
+    queue_length: int
+    activation: int
+    cooldown_s: float
+    polling_interval_s: float
+    cpu: str
+    memory: str
+    gpus: int
+    pool: str
+    priority: int
+
+
+_Positive = Annotated[int, msgspec.Meta(ge=1)]
+_NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+_PositiveSeconds = Annotated[float, msgspec.Meta(gt=0)]
+_Quantity = Annotated[str, msgspec.Meta(pattern=r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$")]
+
+
+class _CheckedOptions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    # Validation schema for ActorOptions (less `retry`, which is checked on its own).
+    name: str | None = None
+    concurrency: _Positive = 1
+    timeout_s: _PositiveSeconds = 300.0
+    batch: _Positive | None = None
+    batch_wait_ms: _NonNegative = 10
+    min_replicas: _NonNegative = 0
+    max_replicas: _Positive = 10
+    queue_length: _Positive = 5
+    activation: _NonNegative = 0
+    cooldown_s: Annotated[float, msgspec.Meta(ge=0)] = 300.0
+    polling_interval_s: _PositiveSeconds = 30.0
+    cpu: _Quantity | None = None
+    memory: _Quantity | None = None
+    gpus: _NonNegative = 0
+    pool: str | None = None
+    priority: int = 0
+
+
+_OPTION_NAMES: Final = frozenset(ActorOptions.__annotations__)
+
+
+class Registry:
+    """Actors declared so far, by name. One per process; tests make their own."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, ActorSpec] = {}
+
+    def add(self, spec: ActorSpec) -> None:
+        """Record `spec`; a second actor under the same name is an error, a re-import is not.
+
+        Raises:
+            ActorDefinitionError: another target already uses this actor name.
+        """
+        known = self._specs.get(spec.name)
+        if known is not None and known.ref != spec.ref:
+            raise ActorDefinitionError(
+                f"actor name '{spec.name}' is used by both {known.ref} and {spec.ref};"
+                " pass name=... to one of them",
+                actor=spec.name,
+            )
+        self._specs[spec.name] = spec
+
+    def get(self, name: str) -> ActorSpec | None:
+        return self._specs.get(name)
+
+    def __iter__(self) -> Iterator[ActorSpec]:
+        return iter(list(self._specs.values()))
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def clear(self) -> None:
+        self._specs.clear()
+
+
+REGISTRY: Final = Registry()
+"""The process-wide registry `@actor` writes to."""
+
+
+@overload
+def actor(target: T, /) -> T: ...
+@overload
+def actor(**options: Unpack[ActorOptions]) -> Callable[[T], T]: ...
+def actor(target: Any = None, /, **options: Unpack[ActorOptions]) -> Any:
+    """Declare a function or class as an actor; returns it unchanged.
+
+    Use bare (`@actor`) or with options (`@actor(gpus=1, batch=32)`).
+
+    Raises:
+        ActorDefinitionError: an unknown or invalid option, or a target that cannot be a handler.
+    """
+
+    def decorate(obj: T) -> T:
+        spec = build_spec(obj, options)
+        REGISTRY.add(spec)
+        setattr(obj, SPEC_ATTRIBUTE, spec)
+        return obj
+
+    if target is None:
+        return decorate
+    return decorate(target)
+
+
+def spec_of(obj: object) -> ActorSpec | None:
+    """The spec `@actor` attached to `obj`, if any."""
+    spec = getattr(obj, SPEC_ATTRIBUTE, None)
+    return spec if isinstance(spec, ActorSpec) else None
+
+
+def default_actor_name(obj: object) -> str:
+    """`clean_text` -> `clean-text`; `SentimentScorer` -> `sentiment-scorer`."""
+    raw = getattr(obj, "__name__", type(obj).__name__)
+    kebab = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", raw).replace("_", "-").lower()
+    return kebab.strip("-")[:ACTOR_NAME_MAX_LENGTH]
+
+
+def build_spec(obj: Any, options: ActorOptions | dict[str, Any]) -> ActorSpec:
+    """Inspect `obj` and check `options`; the work `@actor` does before registering.
+
+    Raises:
+        ActorDefinitionError: as for `actor`.
+    """
+    raw = dict(options)
+    label = getattr(obj, "__qualname__", repr(obj))
+    retry = raw.pop("retry", RetryPolicy())
+    _reject_unknown(raw, label)
+    try:
+        checked = msgspec.convert(raw, _CheckedOptions)
+    except msgspec.ValidationError as exc:
+        raise ActorDefinitionError(f"@actor on {label}: invalid option: {exc}") from exc
+    if not isinstance(retry, RetryPolicy):
+        raise ActorDefinitionError(
+            f"@actor on {label}: retry must be an asya.retry.RetryPolicy, got {retry!r}"
+        )
+    name = checked.name or default_actor_name(obj)
+    problem = route_name_problem(name)
+    if problem is not None:
+        raise ActorDefinitionError(f"@actor on {label}: {problem}", actor=name)
+    if checked.min_replicas > checked.max_replicas:
+        raise ActorDefinitionError(
+            f"@actor '{name}': min_replicas ({checked.min_replicas}) is above max_replicas"
+            f" ({checked.max_replicas})",
+            actor=name,
+        )
+    is_class, style, takes_context = _inspect_target(obj, name)
+    if checked.batch is not None and (style.is_generator or takes_context):
+        raise ActorDefinitionError(
+            f"@actor '{name}': a batch handler takes a list of payloads and returns a list of"
+            " the same length; it cannot be a generator or take a Context",
+            actor=name,
+        )
+    return ActorSpec(
+        name=name,
+        target=obj,
+        module=obj.__module__,
+        qualname=obj.__qualname__,
+        is_class=is_class,
+        style=style,
+        takes_context=takes_context,
+        concurrency=checked.concurrency,
+        timeout_s=checked.timeout_s,
+        retry=retry,
+        batch=checked.batch,
+        batch_wait_ms=checked.batch_wait_ms,
+        scaling=Scaling(
+            min_replicas=checked.min_replicas,
+            max_replicas=checked.max_replicas,
+            queue_length=checked.queue_length,
+            activation=checked.activation,
+            cooldown_s=checked.cooldown_s,
+            polling_interval_s=checked.polling_interval_s,
+        ),
+        resources=Resources(cpu=checked.cpu, memory=checked.memory, gpus=checked.gpus),
+        pool=checked.pool,
+        priority=checked.priority,
+    )
+
+
+def _reject_unknown(raw: dict[str, Any], label: str) -> None:
+    for key in raw:
+        if key not in _OPTION_NAMES:
+            close = difflib.get_close_matches(key, sorted(_OPTION_NAMES), n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            valid = ", ".join(sorted(_OPTION_NAMES))
+            raise ActorDefinitionError(
+                f"@actor on {label}: unknown option '{key}'{hint} (valid options: {valid})"
+            )
+
+
+def _inspect_target(obj: Any, name: str) -> tuple[bool, CallStyle, bool]:
+    """(is it a class, how it returns, whether it takes a Context)."""
+    if inspect.isclass(obj):
+        func = next((vars(k)["__call__"] for k in obj.__mro__[:-1] if "__call__" in vars(k)), None)
+        if not inspect.isfunction(func):
+            raise ActorDefinitionError(
+                f"@actor '{name}': class {obj.__qualname__} needs a __call__(self, payload)"
+                " method: __init__ runs once per worker, __call__ once per envelope",
+                actor=name,
+            )
+        _require_no_arg_init(obj, name)
+        skip = 1
+    elif callable(obj) and (inspect.isfunction(obj) or inspect.ismethod(obj)):
+        func = obj
+        skip = 0
+    else:
+        raise ActorDefinitionError(
+            f"@actor '{name}': expected a function or a class, got {type(obj).__name__}",
+            actor=name,
+        )
+    return inspect.isclass(obj), _call_style(func), _takes_context(func, skip, name)
+
+
+def _require_no_arg_init(cls: type, name: str) -> None:
+    params = list(inspect.signature(cls).parameters.values())
+    required = [p.name for p in params if p.default is p.empty and p.kind in _POSITIONAL_OR_KW]
+    if required:
+        raise ActorDefinitionError(
+            f"@actor '{name}': {cls.__qualname__}() must be constructible without arguments"
+            f" (it requires {', '.join(required)}); read configuration inside __init__",
+            actor=name,
+        )
+
+
+_POSITIONAL_OR_KW: Final = (
+    inspect.Parameter.POSITIONAL_ONLY,
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    inspect.Parameter.KEYWORD_ONLY,
+)
+
+
+def _call_style(func: Callable[..., Any]) -> CallStyle:
+    if inspect.isasyncgenfunction(func):
+        return CallStyle.ASYNC_GENERATOR
+    if inspect.iscoroutinefunction(func):
+        return CallStyle.ASYNC_RETURN
+    if inspect.isgeneratorfunction(func):
+        return CallStyle.GENERATOR
+    return CallStyle.RETURN
+
+
+def _takes_context(func: Callable[..., Any], skip: int, name: str) -> bool:
+    params = list(inspect.signature(func).parameters.values())[skip:]
+    required = [p for p in params if p.default is p.empty and p.kind in _POSITIONAL_OR_KW]
+    if not params or params[0].kind not in _POSITIONAL_OR_KW[:2]:
+        raise ActorDefinitionError(
+            f"@actor '{name}': the handler must take the payload as its first parameter",
+            actor=name,
+        )
+    if len(required) > 2:
+        extra = ", ".join(p.name for p in required[2:])
+        raise ActorDefinitionError(
+            f"@actor '{name}': the handler takes (payload) or (payload, ctx: Context);"
+            f" it also requires {extra}",
+            actor=name,
+        )
+    if len(params) < 2:
+        return False
+    second = params[1]
+    return second.annotation in (Context, "Context") or second.name in ("ctx", "context")

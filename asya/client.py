@@ -1,0 +1,128 @@
+"""Client: put envelopes into a mesh and, if asked, wait for their final envelope.
+
+`send` builds an envelope for a route and publishes it to the route's first actor (a first
+actor with no queue fails loudly here, not later). `call` does the same with a private reply
+queue named in the `reply_to` header and waits for the end actors to answer. Works over any
+transport: the in-memory one in the local runner and tests, RabbitMQ in production.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+
+from asya.clock import Clock, SystemClock
+from asya.consumer import END_LIMITS
+from asya.envelope import (
+    REPLY_TO_HEADER,
+    Envelope,
+    Limits,
+    Payload,
+    Route,
+    Status,
+    decode_envelope,
+    encode_envelope,
+    new_envelope_id,
+)
+from asya.errors import EnvelopeError
+from asya.routing import route_name_problem
+from asya.transport.base import Transport
+
+
+class Client:
+    """Publishes envelopes to a mesh; see the module docstring."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        limits: Limits | None = None,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._transport = transport
+        self._limits = limits or Limits()
+        self._clock = clock or SystemClock()
+        self._rng = rng or random.Random()
+
+    def envelope(
+        self,
+        route: Sequence[str],
+        payload: Payload,
+        *,
+        headers: Mapping[str, str] | None = None,
+        deadline: timedelta | None = None,
+    ) -> Envelope:
+        """A new envelope for `route`, ready to publish.
+
+        Raises:
+            EnvelopeError: the route is empty or names something that is not an actor.
+        """
+        if not route:
+            raise EnvelopeError("route is empty: name at least one actor")
+        for name in route:
+            problem = route_name_problem(name)
+            if problem is not None:
+                raise EnvelopeError(f"route {list(route)}: {problem}")
+        now = self._clock.now()
+        return Envelope(
+            id=new_envelope_id(now, self._rng),
+            route=Route(curr=route[0], next=tuple(route[1:])),
+            headers=dict(headers or {}),
+            status=Status(
+                created_at=now,
+                updated_at=now,
+                deadline_at=None if deadline is None else now + deadline,
+            ),
+            payload=payload,
+        )
+
+    async def publish(self, envelope: Envelope) -> str:
+        """Publish a built envelope to `route.curr`; returns its id.
+
+        Raises:
+            UnknownActorError: `route.curr` has no queue.
+            PayloadTooLargeError: the payload is over the limit.
+            EnvelopeError: the payload cannot be encoded as JSON.
+        """
+        body = encode_envelope(envelope, self._limits)
+        await self._transport.publish(envelope.route.curr, body)
+        return envelope.id
+
+    async def send(
+        self,
+        route: Sequence[str],
+        payload: Payload,
+        *,
+        headers: Mapping[str, str] | None = None,
+        deadline: timedelta | None = None,
+    ) -> str:
+        """Publish `payload` along `route`; returns the envelope id. Raises as `publish`."""
+        return await self.publish(self.envelope(route, payload, headers=headers, deadline=deadline))
+
+    async def call(
+        self,
+        route: Sequence[str],
+        payload: Payload,
+        *,
+        timeout_s: float,
+        headers: Mapping[str, str] | None = None,
+    ) -> Envelope:
+        """Send and wait for the first final envelope (from `happy-end` or `error-end`).
+
+        Raises:
+            TimeoutError: no final envelope within `timeout_s`.
+            and as `publish`.
+        """
+        reply = await self._transport.open_reply_queue()
+        try:
+            merged = {**(headers or {}), REPLY_TO_HEADER: reply.name}
+            deadline = timedelta(seconds=timeout_s)
+            await self.send(route, payload, headers=merged, deadline=deadline)
+            async with asyncio.timeout(timeout_s):
+                body = await reply.receive()
+            return decode_envelope(body, END_LIMITS)
+        finally:
+            await reply.close()

@@ -1,0 +1,231 @@
+"""The actor chain: decode → check → invoke → route → publish (confirmed) → ack.
+
+One `Consumer` is one replica of one actor. It reads messages through a `MessageLoop`, asks
+`asya.routing` what to do with each, and carries the decisions out: every output is published
+and confirmed before the input is acked, so a crash at any point means redelivery, never loss.
+Anything that is not a valid envelope, or cannot be published as one, still ends in
+`error-end` with its reason. The handler is behind an `Invoker`: the local runner calls user
+code in-process, the sidecar calls the runtime over its socket; the chain is the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final, Protocol
+
+import msgspec
+
+from asya.actor import ActorSpec
+from asya.clock import Clock
+from asya.envelope import (
+    Envelope,
+    Limits,
+    Reason,
+    decode_envelope,
+    encode_envelope,
+    new_envelope_id,
+)
+from asya.errors import EnvelopeError, PayloadTooLargeError, UnknownActorError
+from asya.handler import Invoker
+from asya.message_loop import MessageLoop
+from asya.outcome import Outcome, Success
+from asya.retry import RetryPolicy, next_delay_ms
+from asya.routing import (
+    ERROR_END,
+    Delivery,
+    Rejection,
+    check_arrival,
+    plan_failure,
+    plan_malformed,
+    plan_rejection,
+    plan_success,
+    plan_unknown_actor,
+)
+from asya.transport.base import Message, Transport
+
+END_LIMITS: Final = Limits(max_payload_bytes=2**62)
+"""`error-end` refuses nothing: what failed for being too large must still be kept."""
+
+
+class StepResult(enum.StrEnum):
+    """What became of one input envelope at one actor."""
+
+    SUCCEEDED = "succeeded"
+    RETRIED = "retried"
+    FAILED = "failed"
+
+
+class Observer(Protocol):
+    """Told about every envelope an actor finishes with (stats, metrics)."""
+
+    def on_step(self, actor: str, result: StepResult, duration_s: float) -> None: ...
+
+
+class NullObserver:
+    def on_step(self, actor: str, result: StepResult, duration_s: float) -> None:
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConsumerConfig:
+    """What the chain needs to know about its actor (the handler itself is the invoker's)."""
+
+    actor: str
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    concurrency: int = 1
+    batch: int | None = None
+    batch_wait_ms: int = 10
+
+    @classmethod
+    def from_spec(cls, spec: ActorSpec) -> ConsumerConfig:
+        return cls(
+            actor=spec.name,
+            retry=spec.retry,
+            concurrency=spec.concurrency,
+            batch=spec.batch,
+            batch_wait_ms=spec.batch_wait_ms,
+        )
+
+
+@dataclass
+class _Plan:
+    message: Message
+    deliveries: list[Delivery]
+    source: Envelope | None = None
+    result: StepResult = StepResult.SUCCEEDED
+
+
+class Consumer:
+    """One replica of one actor; see the module docstring."""
+
+    def __init__(
+        self,
+        config: ConsumerConfig,
+        *,
+        transport: Transport,
+        invoker: Invoker,
+        limits: Limits,
+        clock: Clock,
+        rng: random.Random,
+        observer: Observer,
+    ) -> None:
+        self.config = config
+        self._transport = transport
+        self._invoker = invoker
+        self._limits = limits
+        self._clock = clock
+        self._rng = rng
+        self._observer = observer
+        self.loop = MessageLoop(
+            transport,
+            config.actor,
+            self.handle,
+            concurrency=config.concurrency,
+            batch=config.batch,
+            batch_wait_ms=config.batch_wait_ms,
+        )
+
+    async def start(self) -> None:
+        await self.loop.start()
+
+    async def stop(self, grace_s: float) -> None:
+        await self.loop.stop(grace_s)
+        await self._invoker.aclose()
+
+    async def handle(self, messages: Sequence[Message]) -> None:
+        """Process a batch of messages (one, unless the actor batches) and settle each."""
+        started = self._clock.monotonic()
+        plans = [self._admit(message) for message in messages]
+        callable_plans = [p for p in plans if p.source is not None and not p.deliveries]
+        if callable_plans:
+            envelopes = [p.source for p in callable_plans if p.source is not None]
+            outcomes = await self._invoker.invoke(envelopes)
+            for plan, outcome in zip(callable_plans, outcomes, strict=True):
+                self._route(plan, outcome)
+        for plan in plans:
+            await asyncio.gather(*(self._publish(d, plan.source) for d in plan.deliveries))
+            # Ack only after every output is confirmed, or a crash here loses the envelope.
+            await self._transport.ack(plan.message)
+            duration = self._clock.monotonic() - started
+            self._observer.on_step(self.config.actor, plan.result, duration)
+
+    def _admit(self, message: Message) -> _Plan:
+        """Decode and check; a plan with deliveries already made never reaches user code."""
+        now = self._clock.now()
+        try:
+            envelope = decode_envelope(message.body, self._limits)
+        except EnvelopeError as exc:
+            reason = (
+                Reason.PAYLOAD_TOO_LARGE
+                if isinstance(exc, PayloadTooLargeError)
+                else Reason.MALFORMED_ENVELOPE
+            )
+            delivery = plan_malformed(
+                message.body,
+                Rejection(reason, str(exc)),
+                actor=self.config.actor,
+                envelope_id=new_envelope_id(now, self._rng),
+                now=now,
+            )
+            return _Plan(message, [delivery], result=StepResult.FAILED)
+        rejection = check_arrival(envelope, self.config.actor, now, self._limits)
+        if rejection is not None:
+            delivery = plan_rejection(envelope, rejection, now)
+            return _Plan(message, [delivery], envelope, StepResult.FAILED)
+        return _Plan(message, [], envelope)
+
+    def _route(self, plan: _Plan, outcome: Outcome) -> None:
+        envelope = plan.source
+        assert envelope is not None
+        now = self._clock.now()
+        if isinstance(outcome, Success):
+            plan.deliveries = plan_success(envelope, outcome, now)
+            if any(d.target == ERROR_END for d in plan.deliveries):
+                plan.result = StepResult.FAILED
+            return
+        policy = self.config.retry
+        delay = next_delay_ms(policy, outcome, envelope.status.attempt, self._rng)
+        plan.deliveries = [
+            plan_failure(
+                envelope, outcome, delay_ms=delay, max_attempts=policy.max_attempts, now=now
+            )
+        ]
+        plan.result = StepResult.FAILED if delay is None else StepResult.RETRIED
+
+    async def _publish(self, delivery: Delivery, source: Envelope | None) -> None:
+        """Publish one delivery; one that cannot go where planned goes to `error-end`."""
+        try:
+            body = self._encode(delivery)
+        except EnvelopeError as exc:
+            delivery = self._reject_output(delivery, source, exc)
+            body = self._encode(delivery)
+        try:
+            await self._transport.publish(delivery.target, body, delay_ms=delivery.delay_ms)
+        except UnknownActorError as exc:
+            message = f"no actor named '{exc.actor}' (it has no queue); check the route"
+            rerouted = plan_unknown_actor(delivery, message, self._clock.now())
+            await self._transport.publish(ERROR_END, self._encode(rerouted))
+
+    def _encode(self, delivery: Delivery) -> bytes:
+        limits = END_LIMITS if delivery.target == ERROR_END else self._limits
+        return encode_envelope(delivery.envelope, limits)
+
+    def _reject_output(
+        self, delivery: Delivery, source: Envelope | None, exc: EnvelopeError
+    ) -> Delivery:
+        # Keep the input payload (which was within limits) so the failure can be replayed.
+        base = delivery.envelope if source is None else source
+        kept = msgspec.structs.replace(
+            base, id=delivery.envelope.id, parent_id=delivery.envelope.parent_id
+        )
+        reason = (
+            Reason.PAYLOAD_TOO_LARGE
+            if isinstance(exc, PayloadTooLargeError)
+            else Reason.INVALID_OUTPUT
+        )
+        message = f"output of '{self.config.actor}' cannot be sent: {exc}"
+        return plan_rejection(kept, Rejection(reason, message), self._clock.now())

@@ -1,0 +1,1 @@
+"""Built-in end actors: `happy-end` records successes, `error-end` records failures."""

@@ -1,0 +1,195 @@
+"""The envelope: what travels between actors, its JSON wire format, and its limits.
+
+Owns the types of DESIGN.md §3 (Envelope, Route, Status, ErrorInfo), the closed sets that
+describe an envelope's state (Phase, Reason), encoding and decoding with validation, the payload
+size limit and envelope ids. Pure: no I/O, no clock, no randomness of its own — callers pass
+`now` and a `random.Random`. Everything above it (routing, consumers, transports, clients)
+builds and reads envelopes only through this module.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import random
+from datetime import datetime
+from typing import Annotated, Any, Final, TypeAlias
+
+import msgspec
+
+from asya.errors import EnvelopeError, PayloadTooLargeError
+
+Payload: TypeAlias = Any
+"""User data: whatever JSON value a handler takes and returns."""
+
+ACTOR_NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+"""Actor names are DNS-1123 labels: they become queue, Deployment and label names."""
+
+ACTOR_NAME_MAX_LENGTH: Final = 53
+"""63 (a Kubernetes label) minus room for the `asya-` prefix and generated suffixes."""
+
+ActorName = Annotated[
+    str, msgspec.Meta(pattern=ACTOR_NAME_PATTERN, max_length=ACTOR_NAME_MAX_LENGTH)
+]
+
+REPLY_TO_HEADER: Final = "reply_to"
+"""Header naming the reply queue the end actors send the final envelope to."""
+
+ENVELOPE_OVERHEAD_BYTES: Final = 64 * 1024
+"""Room for an envelope's own fields on top of the payload limit when checking a raw body."""
+
+
+class Phase(enum.StrEnum):
+    """Where an envelope is in its life."""
+
+    PENDING = "pending"
+    PROCESSING = "processing"
+    RETRYING = "retrying"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class Reason(enum.StrEnum):
+    """Why an envelope reached `error-end`. The one list; nothing matches on message text."""
+
+    HANDLER_ERROR = "HandlerError"
+    TIMEOUT = "Timeout"
+    HOP_LIMIT_EXCEEDED = "HopLimitExceeded"
+    DEADLINE_EXCEEDED = "DeadlineExceeded"
+    UNKNOWN_ACTOR = "UnknownActor"
+    MALFORMED_ENVELOPE = "MalformedEnvelope"
+    PAYLOAD_TOO_LARGE = "PayloadTooLarge"
+    INVALID_OUTPUT = "InvalidOutput"
+    WORKER_CRASHED = "WorkerCrashed"
+
+
+class Limits(msgspec.Struct, frozen=True, kw_only=True):
+    """Bounds every envelope is held to, wherever it is processed."""
+
+    max_payload_bytes: Annotated[int, msgspec.Meta(gt=0)] = 4 * 1024 * 1024
+    """Largest encoded payload, in bytes (4 MiB). Large data travels as references (URLs)."""
+
+    hop_limit: Annotated[int, msgspec.Meta(gt=0)] = 64
+    """Most actors an envelope may pass through; stops agent loops that never end."""
+
+
+class Route(msgspec.Struct, frozen=True, kw_only=True):
+    """Where an envelope has been (`prev`), is (`curr`) and goes next (`next`)."""
+
+    prev: tuple[str, ...] = ()
+    curr: ActorName
+    next: tuple[ActorName, ...] = ()
+
+
+class ErrorInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """What went wrong in one attempt of one actor."""
+
+    type: str
+    message: str
+    actor: str
+    attempt: int
+    traceback: str | None = None
+
+
+class Status(msgspec.Struct, frozen=True, kw_only=True):
+    """An envelope's state; every field has a default so any publisher may leave it out."""
+
+    phase: Phase = Phase.PENDING
+    actor: str | None = None
+    attempt: Annotated[int, msgspec.Meta(ge=1)] = 1
+    max_attempts: int | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    deadline_at: datetime | None = None
+    reason: Reason | None = None
+    error: ErrorInfo | None = None
+    retries: tuple[ErrorInfo, ...] = ()
+    """The errors of earlier attempts at the current actor, oldest first."""
+
+
+class Envelope(msgspec.Struct, frozen=True, kw_only=True):
+    """One unit of work and its history. Fan-out children have ids `<parent id>-<i>`."""
+
+    id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+    parent_id: str | None = None
+    route: Route
+    headers: dict[str, str] = {}
+    status: Status = Status()
+    payload: Payload = None
+
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(Envelope)
+
+_CROCKFORD: Final = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def new_envelope_id(now: datetime, rng: random.Random) -> str:
+    """A ULID: 48 bits of milliseconds then 80 random bits, 26 chars, sortable by time."""
+    value = (int(now.timestamp() * 1000) << 80) | rng.getrandbits(80)
+    chars = []
+    for _ in range(26):
+        chars.append(_CROCKFORD[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+def encode_payload(payload: Payload, limits: Limits) -> bytes:
+    """Encode a payload as JSON and hold it to the size limit.
+
+    Raises:
+        EnvelopeError: the payload holds something JSON cannot carry.
+        PayloadTooLargeError: the encoded payload is over `limits.max_payload_bytes`.
+    """
+    try:
+        data = _encoder.encode(payload)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise EnvelopeError(f"payload cannot be encoded as JSON: {exc}") from exc
+    if len(data) > limits.max_payload_bytes:
+        raise PayloadTooLargeError(
+            f"payload is {len(data)} bytes, over the limit of {limits.max_payload_bytes} bytes;"
+            " pass large data by reference (an object-store URL) instead of inline",
+            limit_bytes=limits.max_payload_bytes,
+            observed_bytes=len(data),
+        )
+    return data
+
+
+def encode_envelope(envelope: Envelope, limits: Limits) -> bytes:
+    """Encode an envelope as JSON, its payload held to the size limit.
+
+    Raises:
+        EnvelopeError: the payload holds something JSON cannot carry.
+        PayloadTooLargeError: the encoded payload is over the limit.
+    """
+    raw = msgspec.Raw(encode_payload(envelope.payload, limits))
+    return _encoder.encode(msgspec.structs.replace(envelope, payload=raw))
+
+
+def decode_envelope(body: bytes, limits: Limits) -> Envelope:
+    """Decode and validate an envelope from JSON bytes.
+
+    Raises:
+        PayloadTooLargeError: the body is over the payload limit plus the envelope's overhead.
+        EnvelopeError: the body is not JSON, or not an envelope; the message names the field.
+    """
+    limit = limits.max_payload_bytes + ENVELOPE_OVERHEAD_BYTES
+    if len(body) > limit:
+        raise PayloadTooLargeError(
+            f"envelope is {len(body)} bytes, over the limit of {limit} bytes"
+            f" ({limits.max_payload_bytes} for the payload plus {ENVELOPE_OVERHEAD_BYTES}"
+            " for the envelope)",
+            limit_bytes=limit,
+            observed_bytes=len(body),
+        )
+    try:
+        return _decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        raise EnvelopeError(f"not a valid envelope: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        raise EnvelopeError(f"not valid JSON: {exc}") from exc
+
+
+def body_as_text(body: bytes) -> str:
+    """Raw bytes in a form that always fits in JSON: base64."""
+    return base64.b64encode(body).decode("ascii")

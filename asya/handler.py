@@ -1,0 +1,275 @@
+"""Calling conventions: turn any kind of actor into one async `invoke(envelopes) -> outcomes`.
+
+The single place where user code is called. It adapts sync and async functions, generators
+(fan-out), classes (instantiated once per worker) and batch handlers (list in, list out); it
+builds the `Context`, enforces the actor's timeout, and turns whatever happened into an
+`Outcome`. Sync code runs on daemon threads: a call stuck past its timeout is reported as
+`Timeout` and its thread abandoned and replaced, and it can never hold the process open at exit.
+(The runtime goes further and runs this inside a worker process it can kill; see
+`asya.runtime.workers`.) Callers: the local runner, the runtime's worker processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import importlib
+import logging
+import queue
+import threading
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from asya.actor import ActorSpec, CallStyle, build_spec, spec_of
+from asya.context import Context
+from asya.envelope import Envelope, Payload, Reason
+from asya.errors import ActorDefinitionError
+from asya.outcome import Emitted, Failure, Outcome, Success
+from asya.retry import is_retryable
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+
+class Invoker(Protocol):
+    """Calls an actor's handler on envelopes; one outcome per envelope, in order."""
+
+    async def invoke(self, envelopes: Sequence[Envelope]) -> list[Outcome]: ...
+
+    async def aclose(self) -> None: ...
+
+
+def load_handler(ref: str) -> ActorSpec:
+    """The actor at `module:attr`; an undecorated function or class gets default options.
+
+    Raises:
+        ActorDefinitionError: the reference is malformed, or the module or attribute is missing.
+    """
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise ActorDefinitionError(f"handler reference '{ref}' must look like 'module:attr'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ActorDefinitionError(f"cannot import handler module '{module_name}': {exc}") from exc
+    target: Any = module
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise ActorDefinitionError(
+                f"module '{module_name}' has no attribute '{attr}' (handler reference '{ref}')"
+            ) from None
+    return spec_of(target) or build_spec(target, {})
+
+
+def timeout_failure(spec: ActorSpec) -> Failure:
+    """The outcome of a call that ran past the actor's timeout."""
+    return Failure(
+        reason=Reason.TIMEOUT,
+        type="Timeout",
+        message=f"'{spec.name}' ran past its timeout of {spec.timeout_s:g} s",
+        retryable=spec.retry.retry_timeouts,
+    )
+
+
+def exception_failure(spec: ActorSpec, error: BaseException) -> Failure:
+    """The outcome of a call that raised `error`."""
+    kind = type(error)
+    return Failure(
+        reason=Reason.HANDLER_ERROR,
+        type=f"{kind.__module__}.{kind.__qualname__}",
+        message=str(error) or kind.__name__,
+        retryable=is_retryable(spec.retry, error),
+        traceback="".join(traceback.format_exception(error)),
+    )
+
+
+class LocalInvoker:
+    """Runs an actor's handler in this process; one instance per worker (replica)."""
+
+    def __init__(self, spec: ActorSpec, *, on_abandon: Callable[[], None] | None = None) -> None:
+        """`on_abandon` is told when a timed-out thread had to be left running."""
+        self.spec = spec
+        self._on_abandon = on_abandon
+        self._threads = _DaemonThreads(f"asya-{spec.name}")
+        self._func: Callable[..., Any] | None = None
+
+    async def start(self) -> None:
+        """Instantiate a class actor (its `__init__` may load a model: it runs on a thread).
+
+        Raises:
+            ActorDefinitionError: the class's `__init__` raised.
+        """
+        if self._func is not None:
+            return
+        if not self.spec.is_class:
+            self._func = self.spec.target
+            return
+        try:
+            self._func = await asyncio.wrap_future(self._threads.submit(self.spec.target))
+        except Exception as exc:
+            raise ActorDefinitionError(
+                f"actor '{self.spec.name}': {self.spec.qualname}() raised {exc!r}",
+                actor=self.spec.name,
+            ) from exc
+
+    async def aclose(self) -> None:
+        self._threads.close()
+
+    async def invoke(self, envelopes: Sequence[Envelope]) -> list[Outcome]:
+        await self.start()
+        if self.spec.batch is not None:
+            return await self._invoke_batch(envelopes)
+        return list(await asyncio.gather(*(self._invoke_one(env) for env in envelopes)))
+
+    async def _invoke_one(self, envelope: Envelope) -> Outcome:
+        ctx = Context.from_envelope(envelope, self.spec.retry.max_attempts)
+        args = (envelope.payload, ctx) if self.spec.takes_context else (envelope.payload,)
+        try:
+            result = await self._run(args, ctx)
+        except TimeoutError:
+            return timeout_failure(self.spec)
+        except Exception as exc:
+            return exception_failure(self.spec, exc)
+        return result
+
+    async def _run(self, args: tuple[Any, ...], ctx: Context) -> Success:
+        func = self._func
+        assert func is not None
+        style = self.spec.style
+        async with asyncio.timeout(self.spec.timeout_s):
+            if style is CallStyle.ASYNC_RETURN:
+                return _returned(await func(*args), ctx)
+            if style is CallStyle.ASYNC_GENERATOR:
+                return Success(
+                    outputs=tuple([_emit(v, ctx) async for v in func(*args)]), fan_out=True
+                )
+            if style is CallStyle.GENERATOR:
+                emitted = self._threads.submit(lambda: tuple(_emit(v, ctx) for v in func(*args)))
+                return Success(outputs=await self._wait(emitted), fan_out=True)
+            returned = self._threads.submit(lambda: _returned(func(*args), ctx))
+            return await self._wait(returned)
+
+    async def _wait(self, job: concurrent.futures.Future[R]) -> R:
+        try:
+            return await asyncio.wrap_future(job)
+        except asyncio.CancelledError:
+            if not job.done():
+                self._threads.abandon(job)
+                log.warning(
+                    "handler thread abandoned after timeout",
+                    extra={"actor": self.spec.name},
+                )
+                if self._on_abandon is not None:
+                    self._on_abandon()
+            raise
+
+    async def _invoke_batch(self, envelopes: Sequence[Envelope]) -> list[Outcome]:
+        func = self._func
+        assert func is not None
+        payloads = [env.payload for env in envelopes]
+        try:
+            async with asyncio.timeout(self.spec.timeout_s):
+                if self.spec.style.is_async:
+                    results = await func(payloads)
+                else:
+                    results = await self._wait(self._threads.submit(func, payloads))
+        except TimeoutError:
+            return [timeout_failure(self.spec)] * len(envelopes)
+        except Exception as exc:
+            return [exception_failure(self.spec, exc)] * len(envelopes)
+        if not isinstance(results, list | tuple) or len(results) != len(envelopes):
+            got = f"{len(results)} items" if isinstance(results, list | tuple) else repr(results)
+            failure = Failure(
+                reason=Reason.INVALID_OUTPUT,
+                type="InvalidOutput",
+                message=f"batch handler '{self.spec.name}' got {len(envelopes)} payloads and"
+                f" must return a list of as many results, got {got}",
+                retryable=False,
+            )
+            return [failure] * len(envelopes)
+        return [
+            _returned(value, Context.from_envelope(env))
+            for value, env in zip(results, envelopes, strict=True)
+        ]
+
+
+def _emit(value: Payload, ctx: Context) -> Emitted:
+    # Snapshot at emit time: a generator may set a different route before each yield.
+    return Emitted(payload=value, next=tuple(ctx.route.next), headers=dict(ctx.headers))
+
+
+def _returned(value: Payload, ctx: Context) -> Success:
+    if value is None:
+        return Success()
+    return Success(outputs=(_emit(value, ctx),))
+
+
+@dataclass(eq=False)
+class _Job:
+    future: concurrent.futures.Future[Any]
+    func: Callable[..., Any]
+    args: tuple[Any, ...]
+    abandoned: bool = False
+
+
+class _DaemonThreads:
+    """Daemon threads for sync user code; a thread whose job was abandoned exits after it."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._idle = 0
+        self._count = 0
+        self._lock = threading.Lock()
+        self._by_future: dict[concurrent.futures.Future[Any], _Job] = {}
+        self._closed = False
+
+    def submit(self, func: Callable[..., R], *args: Any) -> concurrent.futures.Future[R]:
+        future: concurrent.futures.Future[R] = concurrent.futures.Future()
+        job = _Job(future, func, args)
+        with self._lock:
+            self._by_future[future] = job
+            if self._idle == 0:
+                self._count += 1
+                threading.Thread(
+                    target=self._work, name=f"{self._name}-{self._count}", daemon=True
+                ).start()
+            else:
+                self._idle -= 1
+        self._jobs.put(job)
+        return future
+
+    def abandon(self, future: concurrent.futures.Future[Any]) -> None:
+        """Forget a running job: its thread exits when (if ever) the job returns."""
+        with self._lock:
+            job = self._by_future.pop(future, None)
+        if job is not None:
+            job.abandoned = True
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, 0
+        for _ in range(idle):
+            self._jobs.put(None)
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            if job.future.set_running_or_notify_cancel():
+                try:
+                    job.future.set_result(job.func(*job.args))
+                except BaseException as exc:
+                    job.future.set_exception(exc)
+            with self._lock:
+                self._by_future.pop(job.future, None)
+                if job.abandoned or self._closed:
+                    return
+                self._idle += 1

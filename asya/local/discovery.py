@@ -1,0 +1,115 @@
+"""Find the actors of an app given as a path (file or folder) or a module name.
+
+Imports the code (that is how `@actor` records specs), so this is an edge module: it touches
+`sys.path` and the import system. A folder with `__init__.py` is a package and its direct
+submodules are imported too; a folder without one is a set of top-level modules. A module (or
+the package) may declare `ROUTE = ["a", "b", ...]`, the route inputs take by default.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from asya.actor import REGISTRY, ActorSpec, Registry
+from asya.errors import ActorDefinitionError
+
+ROUTE_ATTRIBUTE = "ROUTE"
+
+
+@dataclass(frozen=True)
+class App:
+    """The actors found, the default route, and where their code lives."""
+
+    specs: tuple[ActorSpec, ...]
+    route: tuple[str, ...] | None
+    search_path: str | None
+    """A folder to put on PYTHONPATH so other processes can import the same modules."""
+
+    def spec(self, name: str) -> ActorSpec | None:
+        return next((s for s in self.specs if s.name == name), None)
+
+
+def load_app(target: str, registry: Registry = REGISTRY) -> App:
+    """Import `target` and collect its actors.
+
+    Raises:
+        ActorDefinitionError: nothing to import, no actors found, or a bad ROUTE.
+    """
+    search_path, modules = _import_target(target)
+    names = {m.__name__ for m in modules}
+    specs = tuple(s for s in registry if s.module in names)
+    if not specs:
+        raise ActorDefinitionError(
+            f"no @actor found in '{target}' (imported: {', '.join(sorted(names))})"
+        )
+    route = _declared_route(modules, specs, target)
+    return App(specs=specs, route=route, search_path=search_path)
+
+
+def _import_target(target: str) -> tuple[str | None, list[ModuleType]]:
+    path = Path(target)
+    if path.exists():
+        path = path.resolve()
+        if path.is_dir() and (path / "__init__.py").exists():
+            return _with_path(path.parent), _import_package(path.name)
+        if path.is_dir():
+            names = sorted(p.stem for p in path.glob("*.py") if not _skipped(p.stem))
+            return _with_path(path), [_import(n) for n in names]
+        if path.suffix == ".py":
+            return _with_path(path.parent), [_import(path.stem)]
+        raise ActorDefinitionError(f"'{target}' is neither a folder nor a .py file")
+    return None, _import_package(target)
+
+
+def _with_path(folder: Path) -> str:
+    entry = str(folder)
+    if entry not in sys.path:
+        sys.path.insert(0, entry)
+    return entry
+
+
+def _import(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise ActorDefinitionError(f"cannot import '{name}': {exc}") from exc
+
+
+def _import_package(name: str) -> list[ModuleType]:
+    root = _import(name)
+    modules = [root]
+    for info in pkgutil.iter_modules(getattr(root, "__path__", [])):
+        if not _skipped(info.name):
+            modules.append(_import(f"{name}.{info.name}"))
+    return modules
+
+
+def _skipped(name: str) -> bool:
+    return name.startswith(("_", "test", "conftest"))
+
+
+def _declared_route(
+    modules: list[ModuleType], specs: tuple[ActorSpec, ...], target: str
+) -> tuple[str, ...] | None:
+    declared = [m for m in modules if hasattr(m, ROUTE_ATTRIBUTE)]
+    if not declared:
+        return None
+    raw = getattr(declared[0], ROUTE_ATTRIBUTE)
+    if not isinstance(raw, list | tuple) or not raw or not all(isinstance(x, str) for x in raw):
+        raise ActorDefinitionError(
+            f"{declared[0].__name__}.{ROUTE_ATTRIBUTE} must be a non-empty list of actor names,"
+            f" got {raw!r}"
+        )
+    known = {s.name for s in specs}
+    unknown = [name for name in raw if name not in known]
+    if unknown:
+        raise ActorDefinitionError(
+            f"{declared[0].__name__}.{ROUTE_ATTRIBUTE} names {unknown}, which '{target}' does not"
+            f" define (actors found: {', '.join(sorted(known))})"
+        )
+    return tuple(raw)

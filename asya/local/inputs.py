@@ -1,0 +1,100 @@
+"""Input lines (JSON Lines) into envelopes, or into `error-end` deliveries when they are bad.
+
+A line is either a bare payload, sent along the given route, or a whole envelope (an object with
+a `route`), which keeps its own route; `route` may be the full triplet or a list of actor names,
+and `id` and `status` may be left out. A line that is not JSON, or not a valid envelope, is not
+an error of the run: it becomes an `error-end` envelope with its reason and raw text, like any
+malformed message. Pure: `now` and the random source are arguments.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from asya.envelope import (
+    Envelope,
+    Limits,
+    Reason,
+    Route,
+    Status,
+    decode_envelope,
+    encode_payload,
+    new_envelope_id,
+)
+from asya.errors import EnvelopeError, PayloadTooLargeError
+from asya.routing import Delivery, Rejection, plan_malformed
+
+ENTRY_UNKNOWN = "input"
+"""The actor recorded for a bad line when no route says where it was going."""
+
+
+def parse_line(
+    line: str,
+    *,
+    line_no: int,
+    route: Sequence[str] | None,
+    limits: Limits,
+    now: datetime,
+    rng: random.Random,
+) -> Envelope | Delivery:
+    """An envelope to publish to `route.curr`, or a delivery to `error-end` for a bad line."""
+    raw = line.encode()
+    entry = route[0] if route else ENTRY_UNKNOWN
+
+    def bad(reason: Reason, message: str) -> Delivery:
+        rejection = Rejection(reason, f"input line {line_no}: {message}")
+        envelope_id = new_envelope_id(now, rng)
+        return plan_malformed(raw, rejection, actor=entry, envelope_id=envelope_id, now=now)
+
+    try:
+        value = msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        return bad(Reason.MALFORMED_ENVELOPE, f"not valid JSON: {exc}")
+    if isinstance(value, dict) and "route" in value:
+        return _whole_envelope(value, limits, now, rng, bad)
+    if not route:
+        return bad(
+            Reason.MALFORMED_ENVELOPE,
+            "a bare payload needs a route: pass --route a,b,c or declare ROUTE in the app",
+        )
+    try:
+        encode_payload(value, limits)
+    except PayloadTooLargeError as exc:
+        return bad(Reason.PAYLOAD_TOO_LARGE, str(exc))
+    return Envelope(
+        id=new_envelope_id(now, rng),
+        route=Route(curr=route[0], next=tuple(route[1:])),
+        status=Status(created_at=now, updated_at=now),
+        payload=value,
+    )
+
+
+def _whole_envelope(
+    value: dict[str, Any],
+    limits: Limits,
+    now: datetime,
+    rng: random.Random,
+    bad: Callable[[Reason, str], Delivery],
+) -> Envelope | Delivery:
+    draft = dict(value)
+    if isinstance(draft["route"], list):
+        names = draft["route"]
+        draft["route"] = {"curr": names[0], "next": names[1:]} if names else {}
+    draft.setdefault("id", new_envelope_id(now, rng))
+    status = draft.setdefault("status", {})
+    if isinstance(status, dict):
+        status.setdefault("created_at", now.isoformat())
+        status.setdefault("updated_at", now.isoformat())
+    try:
+        envelope = decode_envelope(msgspec.json.encode(draft), limits)
+        encode_payload(envelope.payload, limits)
+    except PayloadTooLargeError as exc:
+        return bad(Reason.PAYLOAD_TOO_LARGE, str(exc))
+    except EnvelopeError as exc:
+        return bad(Reason.MALFORMED_ENVELOPE, str(exc))
+    return envelope

@@ -1,0 +1,134 @@
+"""MessageLoop: pull messages from one queue, hand them to a handler, drain on stop.
+
+Owns the mechanics every queue consumer shares — subscribe, bounded concurrency, optional
+batching (up to N messages or T milliseconds), and a graceful stop: stop pulling, let in-flight
+work finish within a grace period, cancel what is left and requeue every message still owned.
+It does not decide anything about envelopes: the handler it is given settles each message.
+Used by `asya.consumer` (actors) and `asya.crew` (end actors).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+
+from asya.transport.base import Message, Subscription, Transport
+
+log = logging.getLogger(__name__)
+
+BatchHandler = Callable[[Sequence[Message]], Awaitable[None]]
+
+
+class LoopState(enum.Enum):
+    STARTING = "starting"
+    RUNNING = "running"
+    DRAINING = "draining"
+    STOPPED = "stopped"
+
+
+class MessageLoop:
+    """Consumes one actor's queue with `concurrency` handler calls in flight."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        actor: str,
+        handle: BatchHandler,
+        *,
+        concurrency: int = 1,
+        batch: int | None = None,
+        batch_wait_ms: int = 0,
+    ) -> None:
+        self._transport = transport
+        self._actor = actor
+        self._handle = handle
+        self._concurrency = concurrency
+        self._batch = batch or 1
+        self._batch_wait_s = batch_wait_ms / 1000
+        self._slots = asyncio.Semaphore(concurrency)
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._subscription: Subscription | None = None
+        self._puller: asyncio.Task[None] | None = None
+        self.state = LoopState.STARTING
+
+    async def start(self) -> None:
+        """Subscribe and start pulling in the background."""
+        prefetch = self._concurrency * self._batch
+        self._subscription = await self._transport.subscribe(self._actor, prefetch=prefetch)
+        self._puller = asyncio.create_task(self._pull(self._subscription))
+        self.state = LoopState.RUNNING
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop pulling, give in-flight work `grace_s` to finish, requeue the rest."""
+        if self.state is LoopState.STOPPED:
+            return
+        self.state = LoopState.DRAINING
+        if self._puller is not None:
+            self._puller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._puller
+        if self._inflight:
+            _, pending = await asyncio.wait(set(self._inflight), timeout=grace_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        if self._subscription is not None:
+            await self._subscription.close()
+        self.state = LoopState.STOPPED
+
+    @property
+    def busy(self) -> int:
+        """Handler calls in flight."""
+        return len(self._inflight)
+
+    async def _pull(self, subscription: Subscription) -> None:
+        while True:
+            await self._slots.acquire()
+            try:
+                messages = await self._next_batch(subscription)
+            except BaseException:
+                self._slots.release()
+                raise
+            if not messages:
+                self._slots.release()
+                return
+            task = asyncio.create_task(self._run(messages))
+            self._inflight.add(task)
+
+    async def _next_batch(self, subscription: Subscription) -> list[Message]:
+        first = await subscription.get()
+        if first is None:
+            return []
+        messages = [first]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._batch_wait_s
+        while len(messages) < self._batch:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            try:
+                message = await asyncio.wait_for(subscription.get(), remaining)
+            except TimeoutError:
+                break
+            if message is None:
+                break
+            messages.append(message)
+        return messages
+
+    async def _run(self, messages: Sequence[Message]) -> None:
+        try:
+            await self._handle(messages)
+        except Exception:
+            # A process boundary: whatever went wrong, give the messages back and keep going.
+            log.exception("handling failed; messages requeued", extra={"actor": self._actor})
+            for message in messages:
+                with contextlib.suppress(Exception):
+                    await self._transport.requeue(message)
+        finally:
+            self._slots.release()
+            task = asyncio.current_task()
+            if task is not None:
+                self._inflight.discard(task)

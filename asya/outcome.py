@@ -1,0 +1,42 @@
+"""What one handler call produced: the values that cross from user code to routing.
+
+A call either succeeds with zero or more emitted payloads (each with the `next` and headers the
+handler left in its context) or fails with an error that says whether it may be retried. These
+are msgspec Structs because they cross the runtime socket between the runtime and the sidecar.
+Pure data; built by `asya.handler`, read by `asya.routing`.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from asya.envelope import Payload, Reason
+
+
+class Emitted(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
+    """One payload for the next actor, with the route and headers it leaves with."""
+
+    payload: Payload
+    next: tuple[str, ...]
+    headers: dict[str, str] = {}
+
+
+class Success(msgspec.Struct, frozen=True, kw_only=True, tag="ok", tag_field="outcome"):
+    """The handler returned. No outputs means the pipeline ends here, successfully."""
+
+    outputs: tuple[Emitted, ...] = ()
+    fan_out: bool = False
+    """True when the handler was a generator: each output is a child with its own id."""
+
+
+class Failure(msgspec.Struct, frozen=True, kw_only=True, tag="error", tag_field="outcome"):
+    """The handler raised, timed out, returned something unusable, or its worker died."""
+
+    reason: Reason
+    type: str
+    message: str
+    retryable: bool
+    traceback: str | None = None
+
+
+Outcome = Success | Failure

@@ -1,0 +1,79 @@
+"""Retry policy: which failures are tried again, how often, and after how long.
+
+Pure: the backoff takes the attempt number and a `random.Random` for jitter, so schedules are
+tested exactly. Called by `asya.handler` (is this exception retryable?) and by the consumer
+(how long until the next attempt, if any). The delay itself is carried out by the transport.
+
+The schedule is capped exponential backoff with "subtractive" jitter: the nominal delay
+`base * factor**(attempt-1)`, capped at `max_delay_ms`, is shortened by up to `jitter` of itself.
+Jitter only ever shortens, so the cap is a true upper bound that operators can rely on.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from asya.errors import ActorDefinitionError, PermanentError
+from asya.outcome import Failure
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryPolicy:
+    """How an actor's failed calls are retried."""
+
+    max_attempts: int = 3
+    """Calls at most per envelope at this actor, the first included (1 = never retry)."""
+    base_delay_ms: int = 1000
+    """Delay before the second attempt, in milliseconds."""
+    factor: float = 2.0
+    """Each further delay is this many times the one before."""
+    max_delay_ms: int = 60_000
+    """No delay is longer than this, jitter included."""
+    jitter: float = 0.1
+    """Up to this fraction of each delay is taken off at random, so retries do not stampede."""
+    retry_on: tuple[type[BaseException], ...] = (Exception,)
+    """Exception types that are retried (subclasses too)."""
+    never_retry: tuple[type[BaseException], ...] = field(default=())
+    """Exception types that fail at once; they win over `retry_on`."""
+    retry_timeouts: bool = True
+    """Whether a call that ran past the actor's timeout is tried again."""
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.max_attempts < 1:
+            problems.append(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if self.base_delay_ms < 0 or self.max_delay_ms < 0:
+            problems.append("base_delay_ms and max_delay_ms must be >= 0")
+        if self.factor < 1.0:
+            problems.append(f"factor must be >= 1.0, got {self.factor}")
+        if not 0.0 <= self.jitter <= 1.0:
+            problems.append(f"jitter must be between 0.0 and 1.0, got {self.jitter}")
+        for name in ("retry_on", "never_retry"):
+            for kind in getattr(self, name):
+                if not (isinstance(kind, type) and issubclass(kind, BaseException)):
+                    problems.append(f"{name} must hold exception classes, got {kind!r}")
+        if problems:
+            raise ActorDefinitionError("invalid RetryPolicy: " + "; ".join(problems))
+
+
+def is_retryable(policy: RetryPolicy, error: BaseException) -> bool:
+    """Whether a handler's exception may be retried under `policy` (attempts aside)."""
+    if isinstance(error, (PermanentError, *policy.never_retry)):
+        return False
+    return isinstance(error, policy.retry_on)
+
+
+def backoff_ms(policy: RetryPolicy, attempt: int, rng: random.Random) -> int:
+    """Delay after failed attempt number `attempt` (1-based) before the next one."""
+    nominal = min(policy.max_delay_ms, policy.base_delay_ms * policy.factor ** (attempt - 1))
+    return round(nominal * (1.0 - policy.jitter * rng.random()))
+
+
+def next_delay_ms(
+    policy: RetryPolicy, failure: Failure, attempt: int, rng: random.Random
+) -> int | None:
+    """The delay before trying again, or None when the envelope must go to `error-end`."""
+    if not failure.retryable or attempt >= policy.max_attempts:
+        return None
+    return backoff_ms(policy, attempt, rng)

@@ -1,0 +1,233 @@
+"""Routing rules: the one place that decides where an envelope goes next.
+
+Pure functions from (envelope, what happened, now) to deliveries — (target actor, envelope,
+delay). No I/O, no clock: the consumer (local runner or sidecar) reads the world, calls these,
+and carries out the deliveries. The rules (DESIGN.md §3):
+
+- On success `curr` moves to the end of `prev` and the first of the handler's `next` becomes
+  `curr`; with nothing next, the envelope goes to `happy-end`. No outputs at all (the handler
+  returned None) ends the pipeline successfully, carrying the payload the actor received.
+- A generator's outputs are fan-out children `<id>-<i>` (i from 1) with `parent_id` set.
+- Failures go back to the same actor after a delay while the retry policy allows, then to
+  `error-end` with the route left where it failed, so the record shows where and what was left.
+- Before user code runs: a deadline that has passed, or a hop count at the limit, sends the
+  envelope to `error-end` without calling it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+
+import msgspec
+
+from asya.envelope import (
+    ACTOR_NAME_MAX_LENGTH,
+    ACTOR_NAME_PATTERN,
+    Envelope,
+    ErrorInfo,
+    Limits,
+    Phase,
+    Reason,
+    Route,
+    Status,
+    body_as_text,
+)
+from asya.outcome import Emitted, Failure, Success
+
+HAPPY_END: Final = "happy-end"
+ERROR_END: Final = "error-end"
+END_ACTORS: Final = frozenset({HAPPY_END, ERROR_END})
+
+_ACTOR_NAME = re.compile(ACTOR_NAME_PATTERN)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """An envelope to publish to `target`'s queue, `delay_ms` from now."""
+
+    target: str
+    envelope: Envelope
+    delay_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why an envelope must not reach user code."""
+
+    reason: Reason
+    message: str
+
+
+def is_end_actor(name: str) -> bool:
+    """Whether `name` is one of the built-in end actors."""
+    return name in END_ACTORS
+
+
+def route_name_problem(name: str) -> str | None:
+    """Why `name` cannot appear in `route.next`, or None when it can."""
+    if is_end_actor(name):
+        return (
+            f"'{name}' is an end actor and cannot be routed to: return None to end"
+            " successfully, raise to fail"
+        )
+    if len(name) > ACTOR_NAME_MAX_LENGTH or not _ACTOR_NAME.match(name):
+        return (
+            f"'{name}' is not a valid actor name: use lowercase letters, digits and '-',"
+            f" at most {ACTOR_NAME_MAX_LENGTH} characters"
+        )
+    return None
+
+
+def check_arrival(
+    envelope: Envelope, actor: str, now: datetime, limits: Limits
+) -> Rejection | None:
+    """Whether `envelope`, delivered to `actor`, must go to `error-end` before user code runs."""
+    if envelope.route.curr != actor:
+        return Rejection(
+            Reason.MALFORMED_ENVELOPE,
+            f"route.curr is '{envelope.route.curr}' but the envelope was delivered to '{actor}'",
+        )
+    deadline = envelope.status.deadline_at
+    if deadline is not None and deadline <= now:
+        return Rejection(
+            Reason.DEADLINE_EXCEEDED,
+            f"deadline {deadline.isoformat()} passed before '{actor}' could run",
+        )
+    hops = len(envelope.route.prev)
+    if hops >= limits.hop_limit:
+        return Rejection(
+            Reason.HOP_LIMIT_EXCEEDED,
+            f"envelope has passed {hops} actors, the hop limit is {limits.hop_limit};"
+            " a route that keeps rewriting itself may be looping",
+        )
+    return None
+
+
+def plan_success(envelope: Envelope, success: Success, now: datetime) -> list[Delivery]:
+    """Where each output of a successful call goes."""
+    if not success.outputs:
+        ended = Emitted(payload=envelope.payload, next=(), headers=envelope.headers)
+        return [_advance(envelope, ended, envelope.id, None, now)]
+    if not success.fan_out:
+        return [
+            _advance(envelope, out, envelope.id, envelope.parent_id, now) for out in success.outputs
+        ]
+    return [
+        _advance(envelope, out, f"{envelope.id}-{index}", envelope.id, now)
+        for index, out in enumerate(success.outputs, start=1)
+    ]
+
+
+def plan_failure(
+    envelope: Envelope,
+    failure: Failure,
+    *,
+    delay_ms: int | None,
+    max_attempts: int,
+    now: datetime,
+) -> Delivery:
+    """A retry after `delay_ms`, or `error-end` when `delay_ms` is None."""
+    status = envelope.status
+    error = ErrorInfo(
+        type=failure.type,
+        message=failure.message,
+        actor=envelope.route.curr,
+        attempt=status.attempt,
+        traceback=failure.traceback,
+    )
+    if delay_ms is not None:
+        retried = msgspec.structs.replace(
+            status,
+            phase=Phase.RETRYING,
+            actor=envelope.route.curr,
+            attempt=status.attempt + 1,
+            max_attempts=max_attempts,
+            updated_at=now,
+            retries=(*status.retries, error),
+        )
+        return Delivery(
+            envelope.route.curr, msgspec.structs.replace(envelope, status=retried), delay_ms
+        )
+    failed = msgspec.structs.replace(
+        status,
+        phase=Phase.FAILED,
+        actor=envelope.route.curr,
+        max_attempts=max_attempts,
+        updated_at=now,
+        reason=failure.reason,
+        error=error,
+    )
+    return Delivery(ERROR_END, msgspec.structs.replace(envelope, status=failed))
+
+
+def plan_rejection(envelope: Envelope, rejection: Rejection, now: datetime) -> Delivery:
+    """Send `envelope` to `error-end` for a reason found outside user code."""
+    error = ErrorInfo(
+        type=rejection.reason.value,
+        message=rejection.message,
+        actor=envelope.route.curr,
+        attempt=envelope.status.attempt,
+    )
+    failed = msgspec.structs.replace(
+        envelope.status,
+        phase=Phase.FAILED,
+        actor=envelope.route.curr,
+        updated_at=now,
+        reason=rejection.reason,
+        error=error,
+    )
+    return Delivery(ERROR_END, msgspec.structs.replace(envelope, status=failed))
+
+
+def plan_malformed(
+    body: bytes, rejection: Rejection, *, actor: str, envelope_id: str, now: datetime
+) -> Delivery:
+    """Wrap bytes that are not an envelope into one for `error-end`, keeping the raw body."""
+    wrapped = Envelope(
+        id=envelope_id,
+        route=Route(curr=actor),
+        payload={"body_base64": body_as_text(body), "body_bytes": len(body)},
+        status=Status(created_at=now),
+    )
+    return plan_rejection(wrapped, rejection, now)
+
+
+def _advance(
+    envelope: Envelope, out: Emitted, envelope_id: str, parent_id: str | None, now: datetime
+) -> Delivery:
+    problem = next((p for p in map(route_name_problem, out.next) if p is not None), None)
+    if problem is not None:
+        # Keep the route where it was: a bad name must not become `curr` of a stored envelope.
+        bad = msgspec.structs.replace(
+            envelope, id=envelope_id, parent_id=parent_id, payload=out.payload, headers=out.headers
+        )
+        return plan_rejection(bad, Rejection(Reason.UNKNOWN_ACTOR, problem), now)
+    status = Status(
+        phase=Phase.PENDING,
+        created_at=envelope.status.created_at,
+        updated_at=now,
+        deadline_at=envelope.status.deadline_at,
+    )
+    prev = (*envelope.route.prev, envelope.route.curr)
+    if out.next:
+        route = Route(prev=prev, curr=out.next[0], next=out.next[1:])
+    else:
+        route = Route(prev=prev, curr=HAPPY_END)
+        status = msgspec.structs.replace(status, phase=Phase.SUCCEEDED)
+    child = Envelope(
+        id=envelope_id,
+        parent_id=parent_id,
+        route=route,
+        headers=out.headers,
+        status=status,
+        payload=out.payload,
+    )
+    return Delivery(route.curr, child)
+
+
+def plan_unknown_actor(delivery: Delivery, message: str, now: datetime) -> Delivery:
+    """A delivery whose target has no queue goes to `error-end` instead of being dropped."""
+    return plan_rejection(delivery.envelope, Rejection(Reason.UNKNOWN_ACTOR, message), now)

@@ -1,0 +1,63 @@
+"""`python -m asya.runtime`: serve the handler named by ASYA_HANDLER on ASYA_SOCKET_PATH.
+
+Starts the worker processes (each loads the handler once), listens on the socket, and on
+SIGTERM or SIGINT drains for ASYA_GRACE_S before exiting 0. Exits 2 with a one-line message
+when the settings or the handler are wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from asya.errors import AsyaError
+from asya.runtime.server import RuntimeServer
+from asya.runtime.workers import ProcessInvoker
+from asya.settings import Settings, env_var, load_settings
+
+log = logging.getLogger("asya.runtime")
+
+
+async def serve(settings: Settings, env: dict[str, str]) -> None:
+    """Run until SIGTERM or SIGINT.
+
+    Raises:
+        AsyaError: no handler set, or the handler cannot be loaded.
+    """
+    runtime = settings.runtime
+    if not runtime.handler:
+        raise AsyaError(f"{env_var('handler')} is not set: name the handler as module:attr")
+    invoker = ProcessInvoker(
+        runtime.handler, env=env, workers=runtime.workers, kill_grace_s=runtime.kill_grace_s
+    )
+    await invoker.start()
+    assert invoker.info is not None
+    server = RuntimeServer(invoker, invoker.info, invoker.capacity, runtime.socket_path)
+    await server.start()
+    log.info("runtime serving", extra={"actor": invoker.info.name, "socket": runtime.socket_path})
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    print(f"asya runtime: serving '{invoker.info.name}' on {runtime.socket_path}", flush=True)
+    await stop.wait()
+    await server.stop(runtime.grace_s)
+    await invoker.aclose()
+
+
+def main() -> int:
+    try:
+        settings = load_settings(os.environ)
+        logging.basicConfig(level=settings.log.log_level, stream=sys.stderr)
+        asyncio.run(serve(settings, dict(os.environ)))
+    except AsyaError as exc:
+        print(f"asya runtime: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

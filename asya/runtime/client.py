@@ -1,0 +1,131 @@
+"""RuntimeClient: the sidecar's side of the runtime socket, an Invoker over one connection.
+
+Keeps one persistent connection, sends each call with a fresh request id and matches answers by
+id, so many calls are in flight at once (pipelined, answered in any order). A broken connection
+fails every call in flight with `RuntimeUnavailableError`: those envelopes are not at fault and
+go back to the queue, they are not failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Callable, Sequence
+
+from asya.envelope import Envelope
+from asya.errors import RuntimeProtocolError, RuntimeUnavailableError
+from asya.outcome import Outcome
+from asya.runtime.frames import Call, Fault, Frame, Ping, Pong, Result, encode_frame, read_frame
+
+log = logging.getLogger(__name__)
+
+
+class RuntimeClient:
+    """See the module docstring. Use `connect()` (or `async with`) before calling."""
+
+    def __init__(self, socket_path: str) -> None:
+        self._path = socket_path
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self._pending: dict[int, asyncio.Future[Frame]] = {}
+        self._ids = itertools.count(1)
+        self._write_lock = asyncio.Lock()
+
+    async def __aenter__(self) -> RuntimeClient:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def connect(self) -> None:
+        """Open the connection.
+
+        Raises:
+            RuntimeUnavailableError: nothing listens on the socket.
+        """
+        try:
+            self._reader, self._writer = await asyncio.open_unix_connection(self._path)
+        except OSError as exc:
+            raise RuntimeUnavailableError(f"runtime socket {self._path}: {exc}") from exc
+        self._listener = asyncio.create_task(self._listen(self._reader))
+
+    @property
+    def connected(self) -> bool:
+        return self._listener is not None and not self._listener.done()
+
+    async def ping(self) -> Pong:
+        """Ask the runtime who it is; answers once its workers are ready.
+
+        Raises:
+            RuntimeUnavailableError: the connection is down or broke.
+        """
+        frame = await self._request(Ping)
+        if not isinstance(frame, Pong):
+            raise RuntimeProtocolError(f"expected a Pong, got {type(frame).__name__}")
+        return frame
+
+    async def invoke(self, envelopes: Sequence[Envelope]) -> list[Outcome]:
+        """Call the handler on `envelopes`; one outcome each.
+
+        Raises:
+            RuntimeUnavailableError: the connection is down or broke during the call.
+            RuntimeProtocolError: the runtime answered something else than a Result.
+        """
+        frame = await self._request(lambda request_id: Call(request_id, list(envelopes)))
+        if isinstance(frame, Fault):
+            raise RuntimeProtocolError(f"runtime refused the call: {frame.message}")
+        if not isinstance(frame, Result) or len(frame.outcomes) != len(envelopes):
+            raise RuntimeProtocolError("runtime answered a call with the wrong frame")
+        return frame.outcomes
+
+    async def aclose(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            with contextlib.suppress(ConnectionError):
+                await self._writer.wait_closed()
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+        self._fail_pending("the connection was closed")
+
+    async def _request(self, build: Callable[[int], Frame]) -> Frame:
+        if self._writer is None or not self.connected:
+            raise RuntimeUnavailableError(f"not connected to the runtime at {self._path}")
+        request_id = next(self._ids)
+        answer: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = answer
+        try:
+            data = encode_frame(build(request_id))
+            async with self._write_lock:
+                self._writer.write(data)
+                await self._writer.drain()
+            return await answer
+        except ConnectionError as exc:
+            raise RuntimeUnavailableError(f"runtime connection broke: {exc}") from exc
+        finally:
+            self._pending.pop(request_id, None)
+
+    async def _listen(self, reader: asyncio.StreamReader) -> None:
+        why = "the runtime closed the connection"
+        try:
+            while True:
+                frame = await read_frame(reader)
+                if frame is None:
+                    break
+                answer = self._pending.get(getattr(frame, "id", -1))
+                if answer is not None and not answer.done():
+                    answer.set_result(frame)
+        except (RuntimeProtocolError, ConnectionError) as exc:
+            why = f"the runtime connection failed: {exc}"
+            log.error("runtime connection failed: %s", exc)
+        self._fail_pending(why)
+
+    def _fail_pending(self, why: str) -> None:
+        for answer in self._pending.values():
+            if not answer.done():
+                answer.set_exception(RuntimeUnavailableError(why))

@@ -1,0 +1,123 @@
+"""Serving the frame protocol on one connection: answer calls and pings, in any order.
+
+Used on both hops of the runtime: the runtime's Unix socket (peer: the sidecar) and the socket
+pair to each worker process (peer: the runtime). Each Call runs as its own task so many are in
+flight at once; answers share one writer under a lock. Outputs that msgpack cannot carry become
+`InvalidOutput` failures instead of breaking the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import msgspec
+
+from asya.envelope import Reason
+from asya.errors import RuntimeProtocolError
+from asya.handler import Invoker
+from asya.outcome import Failure, Outcome
+from asya.runtime.frames import (
+    ActorInfo,
+    Call,
+    Fault,
+    Frame,
+    Ping,
+    Pong,
+    Result,
+    encode_frame,
+    read_frame,
+)
+
+log = logging.getLogger(__name__)
+
+
+class Connection:
+    """One peer's connection; `serve` returns when the peer closes it."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        invoker: Invoker,
+        info: ActorInfo,
+        capacity: int,
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._invoker = invoker
+        self._info = info
+        self._capacity = capacity
+        self._write_lock = asyncio.Lock()
+        self.in_flight: set[asyncio.Task[None]] = set()
+
+    async def serve(self) -> None:
+        try:
+            while True:
+                frame = await read_frame(self._reader)
+                if frame is None:
+                    return
+                self._dispatch(frame)
+        except RuntimeProtocolError as exc:
+            log.error("closing connection: %s", exc)
+        except ConnectionError:
+            return
+
+    def _dispatch(self, frame: Frame) -> None:
+        if isinstance(frame, Call):
+            task = asyncio.create_task(self._answer_call(frame))
+            self.in_flight.add(task)
+            task.add_done_callback(self.in_flight.discard)
+        elif isinstance(frame, Ping):
+            self._spawn_send(Pong(frame.id, self._info, self._capacity))
+        else:
+            self._spawn_send(Fault(getattr(frame, "id", 0), f"unexpected {type(frame).__name__}"))
+
+    def _spawn_send(self, frame: Frame) -> None:
+        task = asyncio.create_task(self.send(frame))
+        self.in_flight.add(task)
+        task.add_done_callback(self.in_flight.discard)
+
+    async def _answer_call(self, call: Call) -> None:
+        outcomes = await self._invoker.invoke(call.envelopes)
+        try:
+            data = encode_frame(Result(call.id, outcomes))
+        except (TypeError, ValueError, OverflowError):
+            data = encode_frame(Result(call.id, [_portable(o) for o in outcomes]))
+        await self._write(data)
+
+    async def send(self, frame: Frame) -> None:
+        await self._write(encode_frame(frame))
+
+    async def _write(self, data: bytes) -> None:
+        async with self._write_lock:
+            with contextlib.suppress(ConnectionError):
+                self._writer.write(data)
+                await self._writer.drain()
+
+    async def drain(self, grace_s: float) -> None:
+        """Wait up to `grace_s` for calls in flight, then cancel the rest."""
+        if self.in_flight:
+            _, pending = await asyncio.wait(set(self.in_flight), timeout=grace_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def close(self) -> None:
+        self._writer.close()
+        with contextlib.suppress(ConnectionError):
+            await self._writer.wait_closed()
+
+
+def _portable(outcome: Outcome) -> Outcome:
+    try:
+        msgspec.msgpack.encode(outcome)
+    except (TypeError, ValueError, OverflowError) as exc:
+        return Failure(
+            reason=Reason.INVALID_OUTPUT,
+            type="InvalidOutput",
+            message=f"handler output cannot be serialized: {exc}",
+            retryable=False,
+        )
+    return outcome

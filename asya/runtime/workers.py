@@ -1,0 +1,258 @@
+"""ProcessInvoker: run an actor's handler in worker processes that can be killed.
+
+The runtime's guarantee that no call outlives its timeout rests here. Each worker is a child
+process (`asya.runtime.worker`) speaking the frame protocol on a socket pair; calls go to a
+worker with free capacity (one call at a time for sync handlers, `concurrency` for async ones).
+If a worker has not answered `timeout_s + kill_grace_s` after a call was sent, it is killed and
+replaced, and its calls are answered `Timeout`. A worker that dies answers its calls
+`WorkerCrashed` (retryable) and is replaced. Used by the runtime server and, for actors that
+must not share the caller's process (GPU actors), by the local runner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import math
+import socket
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from asya.envelope import Envelope, Reason
+from asya.errors import ActorDefinitionError, RuntimeProtocolError
+from asya.outcome import Failure, Outcome
+from asya.runtime.frames import ActorInfo, Call, Fault, Ping, Pong, Result, encode_frame, read_frame
+from asya.settings import env_var
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class _Pending:
+    answer: asyncio.Future[list[Outcome]]
+    count: int
+
+
+@dataclass(eq=False)
+class _Worker:
+    process: asyncio.subprocess.Process
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    pending: dict[int, _Pending] = field(default_factory=dict)
+    busy: int = 0
+    listener: asyncio.Task[None] | None = None
+    alive: bool = True
+
+
+class ProcessInvoker:
+    """Invoker over a pool of worker processes; see the module docstring."""
+
+    def __init__(
+        self,
+        handler: str,
+        *,
+        env: Mapping[str, str],
+        workers: int = 0,
+        kill_grace_s: float = 2.0,
+        start_timeout_s: float = 300.0,
+        python: str = sys.executable,
+    ) -> None:
+        """`env` is the workers' whole environment; `workers` 0 means as many as needed."""
+        self._env = {**env, env_var("handler"): handler}
+        self._wanted = workers
+        self._kill_grace_s = kill_grace_s
+        self._start_timeout_s = start_timeout_s
+        self._python = python
+        self._workers: list[_Worker] = []
+        self._changed = asyncio.Condition()
+        self._ids = itertools.count(1)
+        self._replacing: set[asyncio.Task[None]] = set()
+        self._closed = False
+        self.info: ActorInfo | None = None
+        self.capacity = 1
+
+    async def start(self) -> None:
+        """Start the workers; returns once each has loaded the handler.
+
+        Raises:
+            ActorDefinitionError: a worker could not load the handler (the message says why).
+        """
+        if self.info is not None:
+            return
+        first, pong = await self._spawn()
+        self.info, self.capacity = pong.actor, pong.capacity
+        count = self._wanted or math.ceil(pong.actor.concurrency / pong.capacity)
+        started = [first] + [(await self._spawn())[0] for _ in range(count - 1)]
+        async with self._changed:
+            self._workers.extend(started)
+            self._changed.notify_all()
+
+    @property
+    def workers(self) -> Sequence[int]:
+        """Process ids of the live workers."""
+        return [w.process.pid for w in self._workers if w.alive]
+
+    async def invoke(self, envelopes: Sequence[Envelope]) -> list[Outcome]:
+        await self.start()
+        assert self.info is not None
+        worker = await self._acquire()
+        call_id = next(self._ids)
+        answer: asyncio.Future[list[Outcome]] = asyncio.get_running_loop().create_future()
+        worker.pending[call_id] = _Pending(answer, len(envelopes))
+        try:
+            worker.writer.write(encode_frame(Call(call_id, list(envelopes))))
+            await worker.writer.drain()
+            limit = self.info.timeout_s + self._kill_grace_s
+            try:
+                return await asyncio.wait_for(asyncio.shield(answer), limit)
+            except TimeoutError:
+                log.warning("worker killed: call ran past its timeout", extra={"call": call_id})
+                await self._retire(worker)
+                return [self._timeout_failure()] * len(envelopes)
+        except ConnectionError:
+            await self._retire(worker)
+            return [_crashed("the worker's connection broke")] * len(envelopes)
+        finally:
+            worker.pending.pop(call_id, None)
+            async with self._changed:
+                worker.busy -= 1
+                self._changed.notify_all()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for task in list(self._replacing):
+            task.cancel()
+        await asyncio.gather(*self._replacing, return_exceptions=True)
+        for worker in list(self._workers):
+            await self._stop(worker, grace_s=self._kill_grace_s)
+        self._workers.clear()
+
+    async def _acquire(self) -> _Worker:
+        async with self._changed:
+            while True:
+                free = [w for w in self._workers if w.alive and w.busy < self.capacity]
+                if free:
+                    worker = min(free, key=lambda w: w.busy)
+                    worker.busy += 1
+                    return worker
+                await self._changed.wait()
+
+    async def _spawn(self) -> tuple[_Worker, Pong]:
+        parent, child = socket.socketpair()
+        try:
+            process = await asyncio.create_subprocess_exec(
+                self._python,
+                "-m",
+                "asya.runtime.worker",
+                str(child.fileno()),
+                pass_fds=(child.fileno(),),
+                env=self._env,
+                stdin=asyncio.subprocess.DEVNULL,
+            )
+        finally:
+            child.close()
+        reader, writer = await asyncio.open_unix_connection(sock=parent)
+        worker = _Worker(process, reader, writer)
+        try:
+            pong = await asyncio.wait_for(self._handshake(worker), self._start_timeout_s)
+        except (TimeoutError, ActorDefinitionError, RuntimeProtocolError, ConnectionError):
+            await self._stop(worker)
+            raise
+        worker.listener = asyncio.create_task(self._listen(worker))
+        return worker, pong
+
+    async def _handshake(self, worker: _Worker) -> Pong:
+        worker.writer.write(encode_frame(Ping(0)))
+        await worker.writer.drain()
+        frame = await read_frame(worker.reader)
+        if isinstance(frame, Pong):
+            return frame
+        if isinstance(frame, Fault):
+            raise ActorDefinitionError(f"runtime worker could not start: {frame.message}")
+        code = await worker.process.wait()
+        raise ActorDefinitionError(
+            f"runtime worker exited with code {code} before loading the handler (see its stderr)"
+        )
+
+    async def _listen(self, worker: _Worker) -> None:
+        try:
+            while True:
+                frame = await read_frame(worker.reader)
+                if frame is None:
+                    break
+                if isinstance(frame, Result):
+                    pending = worker.pending.get(frame.id)
+                    if pending is not None and not pending.answer.done():
+                        pending.answer.set_result(frame.outcomes)
+        except (RuntimeProtocolError, ConnectionError) as exc:
+            log.error("worker connection failed: %s", exc)
+        for pending in list(worker.pending.values()):
+            if not pending.answer.done():
+                pending.answer.set_result([_crashed("the worker process exited")] * pending.count)
+        if worker.alive:
+            await self._retire(worker)
+
+    async def _retire(self, worker: _Worker) -> None:
+        """Kill `worker` and start a replacement in the background."""
+        if not worker.alive:
+            return
+        worker.alive = False
+        async with self._changed:
+            if worker in self._workers:
+                self._workers.remove(worker)
+        await self._stop(worker)
+        if not self._closed:
+            task = asyncio.create_task(self._replace())
+            self._replacing.add(task)
+            task.add_done_callback(self._replacing.discard)
+
+    async def _replace(self) -> None:
+        delay_s = 0.5
+        while True:
+            try:
+                worker, _ = await self._spawn()
+                break
+            except Exception:
+                log.exception("could not start a replacement worker; trying again")
+                await asyncio.sleep(delay_s)
+                delay_s = min(delay_s * 2, 30.0)
+        async with self._changed:
+            self._workers.append(worker)
+            self._changed.notify_all()
+
+    async def _stop(self, worker: _Worker, *, grace_s: float = 0.0) -> None:
+        """Close the worker's socket (it exits on its own) and kill it after `grace_s`."""
+        worker.alive = False
+        worker.writer.close()
+        try:
+            await asyncio.wait_for(worker.process.wait(), grace_s)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                worker.process.kill()
+            await worker.process.wait()
+        if worker.listener is not None and worker.listener is not asyncio.current_task():
+            worker.listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await worker.listener
+
+    def _timeout_failure(self) -> Failure:
+        assert self.info is not None
+        return Failure(
+            reason=Reason.TIMEOUT,
+            type="Timeout",
+            message=f"'{self.info.name}' ran past its timeout of {self.info.timeout_s:g} s"
+            " and its worker process was replaced",
+            retryable=self.info.retry_timeouts,
+        )
+
+
+def _crashed(why: str) -> Failure:
+    return Failure(
+        reason=Reason.WORKER_CRASHED,
+        type="WorkerCrashed",
+        message=f"{why} during the call; the worker was replaced",
+        retryable=True,
+    )

@@ -1,0 +1,196 @@
+"""The in-memory transport: the embedded default, and a first-class test double.
+
+Carries bytes, like a broker, so serialization, size limits and malformed bodies behave as
+they do on RabbitMQ. Same guarantees as every transport (see `asya.transport.base`): unknown
+actors raise on publish, prefetch bounds what a subscription holds, a closed subscription
+requeues what it still owns, delayed publishes run on the event loop's clock. On top, `join()`
+waits until the whole mesh is quiet — nothing ready, unacked or delayed — which is how the local
+runner knows a run is over and how tests wait for every envelope's fate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+from dataclasses import dataclass, field
+
+from asya.errors import TransportError, UnknownActorError
+from asya.transport.base import Message, QueueDepth
+
+
+@dataclass
+class _Queue:
+    ready: collections.deque[Message] = field(default_factory=collections.deque)
+    unacked: dict[int, Message] = field(default_factory=dict)
+
+
+class MemorySubscription:
+    """Consumes one queue of a MemoryTransport."""
+
+    def __init__(self, transport: MemoryTransport, actor: str, prefetch: int) -> None:
+        self._transport = transport
+        self._actor = actor
+        self._prefetch = prefetch
+        self._owned: set[int] = set()
+        self._closed = False
+
+    async def get(self) -> Message | None:
+        """The next message, or None once closed. Cancelling it takes nothing off the queue."""
+        queue = self._transport._queue(self._actor)
+        async with self._transport._changed:
+            await self._transport._changed.wait_for(
+                lambda: self._closed or (bool(queue.ready) and len(self._owned) < self._prefetch)
+            )
+            if self._closed:
+                return None
+            message = queue.ready.popleft()
+            queue.unacked[message.tag] = message
+            self._owned.add(message.tag)
+            return message
+
+    def _settled(self, tag: int) -> None:
+        self._owned.discard(tag)
+
+    async def close(self) -> None:
+        async with self._transport._changed:
+            self._closed = True
+            queue = self._transport._queue(self._actor)
+            for tag in sorted(self._owned, reverse=True):
+                message = queue.unacked.pop(tag, None)
+                if message is not None:
+                    queue.ready.appendleft(_redelivered(message))
+            self._owned.clear()
+            self._transport._subscriptions.discard(self)
+            self._transport._changed.notify_all()
+
+
+class MemoryReplyQueue:
+    """A reply queue held by a MemoryTransport."""
+
+    def __init__(self, transport: MemoryTransport, name: str) -> None:
+        self._transport = transport
+        self._name = name
+        self.inbox: asyncio.Queue[bytes] = asyncio.Queue()
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def receive(self) -> bytes:
+        return await self.inbox.get()
+
+    async def close(self) -> None:
+        self._transport._replies.pop(self._name, None)
+
+
+class MemoryTransport:
+    """Queues in this process; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._queues: dict[str, _Queue] = {}
+        self._changed = asyncio.Condition()
+        self._tags = itertools.count(1)
+        self._delayed: set[asyncio.TimerHandle] = set()
+        self._firing: set[asyncio.Task[None]] = set()
+        self._subscriptions: set[MemorySubscription] = set()
+        self._replies: dict[str, MemoryReplyQueue] = {}
+        self._reply_ids = itertools.count(1)
+        self._closed = False
+
+    def _queue(self, actor: str) -> _Queue:
+        queue = self._queues.get(actor)
+        if queue is None:
+            raise UnknownActorError(f"no queue for actor '{actor}'", actor=actor)
+        return queue
+
+    async def declare(self, actor: str) -> None:
+        self._queues.setdefault(actor, _Queue())
+
+    async def publish(self, actor: str, body: bytes, *, delay_ms: int = 0) -> None:
+        if self._closed:
+            raise TransportError("memory transport is closed")
+        self._queue(actor)
+        if delay_ms <= 0:
+            await self._put(actor, body)
+            return
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            task = loop.create_task(self._put(actor, body, handle))
+            self._firing.add(task)
+            task.add_done_callback(self._firing.discard)
+
+        handle = loop.call_later(delay_ms / 1000, fire)
+        self._delayed.add(handle)
+
+    async def _put(
+        self, actor: str, body: bytes, handle: asyncio.TimerHandle | None = None
+    ) -> None:
+        async with self._changed:
+            # The delay ends and the message lands in one step, so the mesh never looks quiet
+            # in between.
+            if handle is not None:
+                self._delayed.discard(handle)
+            self._queue(actor).ready.append(Message(actor, body, next(self._tags)))
+            self._changed.notify_all()
+
+    async def subscribe(self, actor: str, *, prefetch: int) -> MemorySubscription:
+        self._queue(actor)
+        subscription = MemorySubscription(self, actor, prefetch)
+        self._subscriptions.add(subscription)
+        return subscription
+
+    async def ack(self, message: Message) -> None:
+        async with self._changed:
+            self._queue(message.actor).unacked.pop(message.tag, None)
+            self._settle(message.tag)
+
+    async def requeue(self, message: Message) -> None:
+        async with self._changed:
+            queue = self._queue(message.actor)
+            if queue.unacked.pop(message.tag, None) is not None:
+                queue.ready.appendleft(_redelivered(message))
+            self._settle(message.tag)
+
+    def _settle(self, tag: int) -> None:
+        for subscription in self._subscriptions:
+            subscription._settled(tag)
+        self._changed.notify_all()
+
+    async def depth(self, actor: str) -> QueueDepth:
+        queue = self._queue(actor)
+        return QueueDepth(ready=len(queue.ready), unacked=len(queue.unacked))
+
+    async def open_reply_queue(self) -> MemoryReplyQueue:
+        reply = MemoryReplyQueue(self, f"reply-{next(self._reply_ids)}")
+        self._replies[reply.name] = reply
+        return reply
+
+    async def publish_reply(self, reply_to: str, body: bytes) -> None:
+        reply = self._replies.get(reply_to)
+        if reply is not None:
+            reply.inbox.put_nowait(body)
+
+    def is_quiet(self) -> bool:
+        """Nothing ready, unacked or waiting on a delay, in any queue."""
+        return not self._delayed and all(
+            not q.ready and not q.unacked for q in self._queues.values()
+        )
+
+    async def join(self) -> None:
+        """Wait until the mesh is quiet (see `is_quiet`)."""
+        async with self._changed:
+            await self._changed.wait_for(self.is_quiet)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for handle in self._delayed:
+            handle.cancel()
+        self._delayed.clear()
+        for subscription in list(self._subscriptions):
+            await subscription.close()
+
+
+def _redelivered(message: Message) -> Message:
+    return Message(message.actor, message.body, message.tag, redelivered=True)
