@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from asya.actor import REGISTRY, ActorSpec, Registry
+from asya.actor import ActorSpec, spec_of
 from asya.errors import ActorDefinitionError
 
 ROUTE_ATTRIBUTE = "ROUTE"
@@ -34,7 +34,7 @@ class App:
         return next((s for s in self.specs if s.name == name), None)
 
 
-def load_app(target: str, registry: Registry = REGISTRY) -> App:
+def load_app(target: str) -> App:
     """Import `target` and collect its actors.
 
     Raises:
@@ -42,13 +42,25 @@ def load_app(target: str, registry: Registry = REGISTRY) -> App:
     """
     search_path, modules = _import_target(target)
     names = {m.__name__ for m in modules}
-    specs = tuple(s for s in registry if s.module in names)
+    specs = _actors_defined_in(modules)
     if not specs:
         raise ActorDefinitionError(
             f"no @actor found in '{target}' (imported: {', '.join(sorted(names))})"
         )
     route = _declared_route(modules, specs, target)
     return App(specs=specs, route=route, search_path=search_path)
+
+
+def _actors_defined_in(modules: list[ModuleType]) -> tuple[ActorSpec, ...]:
+    # Read the specs off the modules rather than the registry: a module imported earlier in
+    # this process is not executed again, but its decorated objects still carry their spec.
+    found: dict[str, ActorSpec] = {}
+    for module in modules:
+        for value in vars(module).values():
+            spec = spec_of(value)
+            if spec is not None and spec.module == module.__name__:
+                found.setdefault(spec.name, spec)
+    return tuple(found.values())
 
 
 def _import_target(target: str) -> tuple[str | None, list[ModuleType]]:
