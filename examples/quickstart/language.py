@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from asya.actor import actor
+from asya import actor
 
 STOPWORDS = {
     "en": "the and is are was were a an of to in it this that for with not but very have has"

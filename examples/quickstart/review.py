@@ -14,8 +14,8 @@ import asyncio
 import re
 from pathlib import Path
 
-from asya.actor import actor
-from asya.retry import RetryPolicy
+from asya import RetryPolicy, actor
+
 from .sentiment import load_lexicon, polarity, tokenize
 from .text import sentences
 

@@ -10,22 +10,53 @@ import math
 import re
 from pathlib import Path
 
-from asya.actor import actor
-from asya.context import Context
+from asya import Context, actor
 
 CONFIDENT = 0.35
 """Confidence below which a document goes to `review`."""
 
 NEGATIONS = {
-    "en": {"not", "no", "never", "none", "nothing", "hardly", "isn't", "wasn't", "don't",
-           "doesn't", "didn't", "can't", "won't", "couldn't", "shouldn't", "aren't"},
+    "en": {
+        "not",
+        "no",
+        "never",
+        "none",
+        "nothing",
+        "hardly",
+        "isn't",
+        "wasn't",
+        "don't",
+        "doesn't",
+        "didn't",
+        "can't",
+        "won't",
+        "couldn't",
+        "shouldn't",
+        "aren't",
+    },
     "es": {"no", "nunca", "nada", "jamás", "tampoco", "ningún", "ninguna"},
 }
 INTENSIFIERS = {
-    "en": {"very": 1.5, "really": 1.4, "extremely": 1.8, "so": 1.3, "incredibly": 1.7,
-           "absolutely": 1.6, "totally": 1.4, "slightly": 0.6, "somewhat": 0.7},
-    "es": {"muy": 1.5, "realmente": 1.4, "extremadamente": 1.8, "tan": 1.3, "bastante": 1.2,
-           "algo": 0.7, "un poco": 0.6},
+    "en": {
+        "very": 1.5,
+        "really": 1.4,
+        "extremely": 1.8,
+        "so": 1.3,
+        "incredibly": 1.7,
+        "absolutely": 1.6,
+        "totally": 1.4,
+        "slightly": 0.6,
+        "somewhat": 0.7,
+    },
+    "es": {
+        "muy": 1.5,
+        "realmente": 1.4,
+        "extremadamente": 1.8,
+        "tan": 1.3,
+        "bastante": 1.2,
+        "algo": 0.7,
+        "un poco": 0.6,
+    },
 }
 NEGATION_WINDOW = 3
 """A negation flips the words up to this many tokens after it."""

@@ -6,9 +6,7 @@ import re
 import unicodedata
 from collections.abc import Iterator
 
-from asya.actor import actor
-from asya.context import Context
-from asya.errors import PermanentError
+from asya import Context, PermanentError, actor
 
 LONG_DOC_WORDS = 100
 """Documents longer than this are split before language detection and scoring."""
