@@ -20,6 +20,7 @@ import threading
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
 from asya.actor import ActorSpec, CallStyle, build_spec, spec_of
@@ -84,8 +85,16 @@ def exception_failure(spec: ActorSpec, error: BaseException) -> Failure:
         type=f"{kind.__module__}.{kind.__qualname__}",
         message=str(error) or kind.__name__,
         retryable=is_retryable(spec.retry, error),
-        traceback="".join(traceback.format_exception(error)),
+        traceback="".join(traceback.format_exception(kind, error, _user_frames(error))),
     )
+
+
+def _user_frames(error: BaseException) -> TracebackType | None:
+    # Start the traceback at user code: frames of this module are noise to whoever reads it.
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    return tb
 
 
 class LocalInvoker:

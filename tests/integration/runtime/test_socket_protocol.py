@@ -150,6 +150,7 @@ async def test_a_handler_error_comes_back_as_a_failure_with_its_traceback(runtim
         "bad payload",
     )
     assert "raise ValueError" in outcome.traceback
+    assert "asya/handler.py" not in outcome.traceback
 
 
 async def pids_answering(client: RuntimeClient) -> set[int]:
