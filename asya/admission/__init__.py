@@ -1,0 +1,13 @@
+"""Admission: team quotas, borrowing, priority preemption and gang admission, as pure code.
+
+Kueue's semantics, for asya's pools of GPUs and CPUs:
+- `quantity`: Kubernetes quantities as integer milli-units;
+- `model`: pools, cohorts, workloads and the scenario format (`asya admission simulate`);
+- `tree`: quota and usage through the cohort tree (nominal, borrowing and lending limits);
+- `assign`: flavor assignment and partial (gang minCount) admission for one workload;
+- `preemption`: which admitted workloads to evict so a pending one fits;
+- `scheduler`: the scheduling cycle, and running cycles until nothing changes;
+- `readiness`: what happens to an admitted gang that does not become ready.
+No I/O and no clock anywhere here: `now` is an argument. The operator and the local runner
+hand in a snapshot and carry out the decisions.
+"""
