@@ -54,3 +54,77 @@ class FakeClock:
 
 def rng(seed: int = 7) -> random.Random:
     return random.Random(seed)
+
+
+# Admission scenarios, in the format `asya admission simulate` reads.
+
+
+def pool(
+    name: str,
+    *,
+    cohort: str | None = None,
+    strategy: str = "BestEffortFIFO",
+    within: str = "Never",
+    reclaim: str = "Never",
+    borrow_policy: str = "Never",
+    threshold: int | None = None,
+    namespaces: list[str] | None = None,
+    **flavors: dict[str, Any],
+) -> dict[str, Any]:
+    """flavors: flavor name -> {resource: nominal or {nominal, borrowingLimit, lendingLimit}}."""
+    quotas = [
+        {
+            "flavor": flavor,
+            "resources": {
+                resource.replace("_com_", ".com/"): q if isinstance(q, dict) else {"nominal": q}
+                for resource, q in resources.items()
+            },
+        }
+        for flavor, resources in flavors.items()
+    ]
+    spec: dict[str, Any] = {
+        "name": name,
+        "queueingStrategy": strategy,
+        "preemption": {
+            "withinPool": within,
+            "reclaimWithinCohort": reclaim,
+            "borrowWithinCohort": {"policy": borrow_policy, "maxPriorityThreshold": threshold},
+        },
+        "quotas": quotas,
+    }
+    if cohort is not None:
+        spec["cohort"] = cohort
+    if namespaces is not None:
+        spec["namespaces"] = namespaces
+    return spec
+
+
+def workload(
+    name: str,
+    pool: str,
+    *,
+    priority: int = 0,
+    created: int = 0,
+    count: int = 1,
+    min_count: int | None = None,
+    admitted: str | None = None,
+    namespace: str | None = None,
+    **requests: Any,
+) -> dict[str, Any]:
+    """One pod set `main` of `count` pods, each requesting `requests`.
+
+    Resource names: `nvidia_com_gpu` stands for `nvidia.com/gpu`.
+    """
+    per_pod = {r.replace("_com_", ".com/"): v for r, v in requests.items()}
+    spec: dict[str, Any] = {
+        "name": name,
+        "pool": pool,
+        "priority": priority,
+        "created": created,
+        "podSets": [{"name": "main", "count": count, "minCount": min_count, "requests": per_pod}],
+    }
+    if admitted is not None:
+        spec["admitted"] = [{"podSet": "main", "flavor": admitted, "count": count}]
+    if namespace is not None:
+        spec["namespace"] = namespace
+    return spec
