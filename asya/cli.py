@@ -1,4 +1,5 @@
-"""The `asya` command: `asya dev` runs an app locally, `asya send` sends one envelope.
+"""The `asya` command: `asya dev` runs an app locally, `asya send` sends one envelope,
+`asya admission simulate` runs the admission engine on a scenario.
 
 An entry point: reads the environment once (`asya.settings`), parses arguments (argparse),
 calls the library and turns its errors into messages and exit codes. Exit codes: 0 success,
@@ -16,14 +17,16 @@ import random
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import msgspec
 
+from asya.admission.model import load_scenario
+from asya.admission.scheduler import result_as_dict, simulate
 from asya.client import Client
 from asya.clock import SystemClock
 from asya.envelope import Envelope, Limits
-from asya.errors import AsyaError
+from asya.errors import AdmissionError, AsyaError
 from asya.local.discovery import load_app
 from asya.local.mesh import Mesh, MeshOptions
 from asya.local.report import RunStats, format_summary
@@ -113,6 +116,26 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_limits(send)
     send.set_defaults(run=_run_send)
+
+    admission = commands.add_parser(
+        "admission", help="what-if tools for quotas, preemption and gangs"
+    )
+    admission_commands = admission.add_subparsers(required=True, metavar="COMMAND")
+    simulate = admission_commands.add_parser(
+        "simulate",
+        help="run scheduling cycles on a scenario file and print the decisions as JSON",
+        description=(
+            "Load pools, cohorts and workloads from SCENARIO (YAML or JSON), run scheduling"
+            " cycles until one changes nothing (or --cycles), and print which workloads hold"
+            " quota, which were preempted, and why the rest are pending."
+            " See docs/admission.md for the format."
+        ),
+    )
+    simulate.add_argument("scenario", type=Path, metavar="SCENARIO", help="a .yaml or .json file")
+    simulate.add_argument(
+        "--cycles", type=int, help="stop after this many cycles (default: until nothing changes)"
+    )
+    simulate.set_defaults(run=_run_simulate)
     return parser
 
 
@@ -234,6 +257,43 @@ def _run_send(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_FAILURES
     _write_line(sys.stdout, final)
     return EXIT_OK if final.status.reason is None else EXIT_FAILURES
+
+
+def _run_simulate(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        text = args.scenario.read_text(encoding="utf-8")
+    except OSError as exc:
+        print(f"asya: cannot read the scenario: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    raw = _parse_scenario(text, args.scenario)
+    if args.cycles is not None and args.cycles < 1:
+        raise AdmissionError("--cycles must be at least 1")
+    result = simulate(load_scenario(raw), max_cycles=args.cycles)
+    print(json.dumps(result_as_dict(result), indent=2))
+    return EXIT_OK
+
+
+def _parse_scenario(text: str, path: Path) -> dict[str, Any]:
+    """Raises: AdmissionError if the file is not a mapping in YAML or JSON."""
+    if path.suffix == ".json":
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise AdmissionError(f"{path}: not valid JSON: {exc}") from exc
+    else:
+        try:
+            import yaml
+        except ImportError as exc:
+            raise AdmissionError(
+                f"{path}: reading YAML needs PyYAML: pip install 'asya[yaml]' (or use .json)"
+            ) from exc
+        try:
+            raw = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise AdmissionError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise AdmissionError(f"{path}: a scenario is a mapping with cohorts, pools and workloads")
+    return raw
 
 
 async def _ignore(envelope: Envelope) -> None:
