@@ -61,6 +61,8 @@ class Reason(enum.StrEnum):
     PAYLOAD_TOO_LARGE = "PayloadTooLarge"
     INVALID_OUTPUT = "InvalidOutput"
     WORKER_CRASHED = "WorkerCrashed"
+    DELIVERY_LIMIT_EXCEEDED = "DeliveryLimitExceeded"
+    """The broker gave up on a message that kept crashing its consumer (a poison message)."""
 
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True):

@@ -17,6 +17,7 @@ from asya.consumer import END_LIMITS
 from asya.envelope import (
     REPLY_TO_HEADER,
     Envelope,
+    Phase,
     Reason,
     decode_envelope,
     encode_envelope,
@@ -24,7 +25,7 @@ from asya.envelope import (
 )
 from asya.errors import EnvelopeError
 from asya.message_loop import MessageLoop
-from asya.routing import ERROR_END, HAPPY_END, Rejection, plan_malformed
+from asya.routing import ERROR_END, HAPPY_END, Rejection, plan_malformed, plan_rejection
 from asya.transport.base import Message, Transport
 
 
@@ -85,6 +86,16 @@ class EndActor:
                 )
                 return
             envelope = wrapped.envelope
+        if self.name == ERROR_END and envelope.status.phase is not Phase.FAILED:
+            # No actor decided this: the broker dead-lettered it past the delivery limit.
+            envelope = plan_rejection(
+                envelope,
+                Rejection(
+                    Reason.DELIVERY_LIMIT_EXCEEDED,
+                    "redelivered past the queue's delivery limit: it kept crashing the consumer",
+                ),
+                self._clock.now(),
+            ).envelope
         await self._sink.record(envelope)
         reply_to = envelope.headers.get(REPLY_TO_HEADER)
         if reply_to:

@@ -1,0 +1,387 @@
+"""The RabbitMQ transport (aio-pika): the topology of DESIGN §6 and its guarantees.
+
+Topology, declared idempotently by whoever needs it first (sidecar, client, local runner):
+- exchange `asya` (direct, durable); queue `asya-{namespace}-{actor}` per actor, durable,
+  quorum by default (classic as an option), bound with its own name as routing key;
+- quorum queues carry a delivery limit: a message redelivered past it (one that keeps
+  crashing its consumer) is dead-lettered to `error-end`, never looped for ever;
+- retries wait in delay queues `asya-{namespace}-{actor}-retry-{ms}ms`: a per-queue TTL,
+  then dead-lettered back to the actor's queue. Delays are rounded to a fixed ladder
+  (`DELAY_LADDER_MS`) so an actor needs only a handful of them.
+
+Publishes are persistent, `mandatory` and confirmed: `publish` returns once the broker has
+the message, many may be in flight on one channel, and a message no queue would take raises
+`UnknownActorError` instead of vanishing. The connection is aio-pika's robust one: after a
+loss it reconnects with backoff and restores channels and consumers; messages that were in
+flight are redelivered by the broker (at-least-once), and settling them on the dead channel
+is logged, not raised. aio-pika errors are wrapped as `TransportError` here, at the edge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import itertools
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, Final
+
+import aio_pika
+import aiormq
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractExchange,
+    AbstractIncomingMessage,
+    AbstractQueue,
+    AbstractRobustConnection,
+)
+
+from asya.errors import TransportError, UnknownActorError
+from asya.transport.base import Message, QueueDepth, queue_name
+
+log = logging.getLogger(__name__)
+
+EXCHANGE: Final = "asya"
+
+DELAY_LADDER_MS: Final = (
+    50, 100, 200, 300, 500, 750, 1_000, 1_500, 2_000, 3_000, 5_000, 7_500, 10_000, 15_000,
+    20_000, 30_000, 45_000, 60_000, 90_000, 120_000, 180_000, 300_000, 600_000, 900_000,
+    1_800_000, 3_600_000,
+)  # fmt: skip
+"""Retry delays are rounded to the nearest of these (on a log scale): at most ~22% off."""
+
+
+class QueueType(enum.StrEnum):
+    QUORUM = "quorum"
+    """Replicated, with a delivery limit that stops poison messages (the default)."""
+    CLASSIC = "classic"
+    """Single-node; no delivery limit (a poison message is redelivered until fixed)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RabbitMQOptions:
+    namespace: str = "default"
+    """Queues are `asya-{namespace}-{actor}`: apps and tests share a broker safely."""
+    queue_type: QueueType = QueueType.QUORUM
+    delivery_limit: int = 20
+    """Redeliveries (quorum queues) before a message is dead-lettered to error-end."""
+    connection_name: str = "asya"
+    """Shown in the broker's management UI."""
+
+
+def delay_bucket_ms(delay_ms: int) -> int:
+    """The ladder step nearest to `delay_ms` on a log scale."""
+    wanted = max(delay_ms, DELAY_LADDER_MS[0])
+    return min(DELAY_LADDER_MS, key=lambda step: abs(math.log(step / wanted)))
+
+
+class RabbitMQSubscription:
+    """Consumes one actor's queue on a channel of its own (its prefetch is the actor's)."""
+
+    def __init__(self, transport: RabbitMQTransport, actor: str) -> None:
+        self._transport = transport
+        self._actor = actor
+        self._inbox: asyncio.Queue[Message | None] = asyncio.Queue()
+        self._channel: AbstractChannel | None = None
+        self._queue: AbstractQueue | None = None
+        self._consumer_tag: str | None = None
+        self._tags: set[int] = set()
+
+    async def start(self, prefetch: int) -> None:
+        channel = await self._transport.open_channel()
+        await channel.set_qos(prefetch_count=prefetch)
+        queue = await self._transport.declare_on(channel, self._actor)
+        self._channel, self._queue = channel, queue
+        self._consumer_tag = await queue.consume(self._deliver, no_ack=False)
+
+    async def _deliver(self, incoming: AbstractIncomingMessage) -> None:
+        message = self._transport.track(self._actor, incoming)
+        self._tags.add(message.tag)
+        self._inbox.put_nowait(message)
+
+    async def get(self) -> Message | None:
+        return await self._inbox.get()
+
+    async def close(self) -> None:
+        """Stop consuming; closing the channel gives back everything it still holds."""
+        if self._queue is not None and self._consumer_tag is not None:
+            try:
+                await self._queue.cancel(self._consumer_tag)
+            except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError):
+                log.debug("cancel on a closed channel", extra={"actor": self._actor})
+        while not self._inbox.empty():
+            message = self._inbox.get_nowait()
+            if message is not None:
+                await self._transport.requeue(message)
+        self._inbox.put_nowait(None)
+        if self._channel is not None and not self._channel.is_closed:
+            await self._channel.close()
+        for tag in self._tags:
+            self._transport.forget(tag, self._actor)
+        self._tags.clear()
+
+
+class RabbitMQReplyQueue:
+    """An exclusive, server-named queue that a client waits on."""
+
+    def __init__(self, queue: AbstractQueue, channel: AbstractChannel) -> None:
+        self._queue = queue
+        self._channel = channel
+        self._inbox: asyncio.Queue[bytes] = asyncio.Queue()
+
+    @property
+    def name(self) -> str:
+        return self._queue.name
+
+    async def start(self) -> None:
+        await self._queue.consume(self._deliver, no_ack=True)
+
+    async def _deliver(self, incoming: AbstractIncomingMessage) -> None:
+        self._inbox.put_nowait(incoming.body)
+
+    async def receive(self) -> bytes:
+        return await self._inbox.get()
+
+    async def close(self) -> None:
+        if not self._channel.is_closed:
+            await self._channel.close()
+
+
+class RabbitMQTransport:
+    """Transport over a RabbitMQ broker; see the module docstring."""
+
+    def __init__(self, url: str, options: RabbitMQOptions | None = None) -> None:
+        self._url = url
+        self.options = options or RabbitMQOptions()
+        self._connection: AbstractRobustConnection | None = None
+        self._channel: AbstractChannel | None = None
+        self._inspect: AbstractChannel | None = None
+        self._exchange: AbstractExchange | None = None
+        self._declared: set[str] = set()
+        self._delay_queues: set[str] = set()
+        self._tags = itertools.count(1)
+        self._in_flight: dict[int, AbstractIncomingMessage] = {}
+        self._unacked: dict[str, int] = {}
+
+    async def connect(self) -> None:
+        """Connect, with the robust connection's reconnects from then on.
+
+        Raises:
+            TransportError: the broker is unreachable or refused the credentials.
+        """
+        try:
+            self._connection = await aio_pika.connect_robust(
+                self._url, client_properties={"connection_name": self.options.connection_name}
+            )
+            self._channel = await self._connection.channel(
+                publisher_confirms=True, on_return_raises=True
+            )
+            self._exchange = await self._channel.declare_exchange(
+                EXCHANGE, aio_pika.ExchangeType.DIRECT, durable=True
+            )
+        except aiormq.exceptions.ProbableAuthenticationError as exc:
+            raise TransportError(
+                f"the broker at {_safe(self._url)} refused the credentials: check the user and"
+                " password in the broker URL"
+            ) from exc
+        except (TimeoutError, OSError, aiormq.exceptions.AMQPError) as exc:
+            raise TransportError(
+                f"cannot reach the broker at {_safe(self._url)}: {exc or type(exc).__name__}"
+            ) from exc
+
+    async def __aenter__(self) -> RabbitMQTransport:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def queue_for(self, actor: str) -> str:
+        return queue_name(self.options.namespace, actor)
+
+    async def open_channel(self) -> AbstractChannel:
+        if self._connection is None:
+            raise TransportError("not connected: call connect() first")
+        try:
+            return await self._connection.channel()
+        except aiormq.exceptions.AMQPError as exc:
+            raise TransportError(f"cannot open a channel: {exc}") from exc
+
+    def _queue_arguments(self) -> dict[str, Any]:
+        if self.options.queue_type is QueueType.CLASSIC:
+            return {}
+        return {
+            "x-queue-type": "quorum",
+            "x-delivery-limit": self.options.delivery_limit,
+            "x-dead-letter-exchange": EXCHANGE,
+            "x-dead-letter-routing-key": self.queue_for("error-end"),
+        }
+
+    async def declare_on(self, channel: AbstractChannel, actor: str) -> AbstractQueue:
+        name = self.queue_for(actor)
+        try:
+            queue = await channel.declare_queue(
+                name, durable=True, arguments=self._queue_arguments()
+            )
+            await queue.bind(EXCHANGE, routing_key=name)
+        except aiormq.exceptions.AMQPError as exc:
+            raise TransportError(f"cannot declare queue {name}: {exc}") from exc
+        self._declared.add(name)
+        return queue
+
+    async def declare(self, actor: str) -> None:
+        if self.queue_for(actor) not in self._declared:
+            await self.declare_on(self._require_channel(), actor)
+
+    def _require_channel(self) -> AbstractChannel:
+        if self._channel is None:
+            raise TransportError("not connected: call connect() first")
+        return self._channel
+
+    async def publish(self, actor: str, body: bytes, *, delay_ms: int = 0) -> None:
+        channel = self._require_channel()
+        message = aio_pika.Message(
+            body, delivery_mode=aio_pika.DeliveryMode.PERSISTENT, content_type="application/json"
+        )
+        try:
+            if delay_ms > 0:
+                delay_queue = await self._delay_queue(actor, delay_bucket_ms(delay_ms))
+                await channel.default_exchange.publish(
+                    message, routing_key=delay_queue, mandatory=True
+                )
+                return
+            assert self._exchange is not None
+            await self._exchange.publish(message, routing_key=self.queue_for(actor), mandatory=True)
+        except aiormq.exceptions.PublishError as exc:
+            raise UnknownActorError(
+                f"no queue for actor '{actor}' ({self.queue_for(actor)} is not declared)",
+                actor=actor,
+            ) from exc
+        except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError) as exc:
+            raise TransportError(f"publish to '{actor}' was not confirmed: {exc}") from exc
+        except ConnectionError as exc:
+            raise TransportError(f"publish to '{actor}' failed: the connection is down") from exc
+
+    async def _delay_queue(self, actor: str, delay_ms: int) -> str:
+        name = f"{self.queue_for(actor)}-retry-{delay_ms}ms"
+        if name not in self._delay_queues:
+            await self._require_channel().declare_queue(
+                name,
+                durable=True,
+                arguments={
+                    "x-message-ttl": delay_ms,
+                    "x-dead-letter-exchange": EXCHANGE,
+                    "x-dead-letter-routing-key": self.queue_for(actor),
+                },
+            )
+            self._delay_queues.add(name)
+            self._declared.add(name)
+        return name
+
+    async def subscribe(self, actor: str, *, prefetch: int) -> RabbitMQSubscription:
+        subscription = RabbitMQSubscription(self, actor)
+        await subscription.start(prefetch)
+        return subscription
+
+    def track(self, actor: str, incoming: AbstractIncomingMessage) -> Message:
+        """Give a delivery our own tag (broker tags repeat across channels)."""
+        tag = next(self._tags)
+        self._in_flight[tag] = incoming
+        self._unacked[actor] = self._unacked.get(actor, 0) + 1
+        return Message(actor, incoming.body, tag, redelivered=bool(incoming.redelivered))
+
+    def _settled(self, message: Message) -> AbstractIncomingMessage | None:
+        return self.forget(message.tag, message.actor)
+
+    def forget(self, tag: int, actor: str) -> AbstractIncomingMessage | None:
+        """Stop tracking a delivery (settled, or given back with its channel)."""
+        incoming = self._in_flight.pop(tag, None)
+        if incoming is not None:
+            self._unacked[actor] = self._unacked.get(actor, 1) - 1
+        return incoming
+
+    async def ack(self, message: Message) -> None:
+        incoming = self._settled(message)
+        if incoming is None:
+            return
+        try:
+            await incoming.ack()
+        except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError):
+            # The channel died with the message on it: the broker redelivers it.
+            log.warning(
+                "ack lost with its channel; expect a redelivery", extra={"actor": message.actor}
+            )
+
+    async def requeue(self, message: Message) -> None:
+        incoming = self._settled(message)
+        if incoming is None:
+            return
+        try:
+            await incoming.nack(requeue=True)
+        except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError):
+            log.warning("requeue lost with its channel", extra={"actor": message.actor})
+
+    async def depth(self, actor: str) -> QueueDepth:
+        """Ready messages as the broker counts them; unacked as this process holds them.
+
+        Raises:
+            UnknownActorError: the actor has no queue.
+        """
+        # A passive declare of a missing queue closes its channel: never the publish channel.
+        if self._inspect is None or self._inspect.is_closed:
+            self._inspect = await self.open_channel()
+        try:
+            queue = await self._inspect.declare_queue(self.queue_for(actor), passive=True)
+        except aiormq.exceptions.ChannelNotFoundEntity as exc:
+            raise UnknownActorError(f"no queue for actor '{actor}'", actor=actor) from exc
+        ready = queue.declaration_result.message_count or 0
+        return QueueDepth(ready=ready, unacked=self._unacked.get(actor, 0))
+
+    async def open_reply_queue(self) -> RabbitMQReplyQueue:
+        channel = await self.open_channel()
+        queue = await channel.declare_queue(exclusive=True, auto_delete=True)
+        reply = RabbitMQReplyQueue(queue, channel)
+        await reply.start()
+        return reply
+
+    async def publish_reply(self, reply_to: str, body: bytes) -> None:
+        try:
+            await self._require_channel().default_exchange.publish(
+                aio_pika.Message(body, content_type="application/json"),
+                routing_key=reply_to,
+                mandatory=False,
+            )
+        except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError) as exc:
+            log.warning("reply not sent: %s", exc)
+
+    def declared_names(self) -> set[str]:
+        """Names of the queues this transport declared (to delete them when done)."""
+        return self._declared
+
+    async def delete_declared(self) -> None:
+        """Delete every queue this transport declared (tests clean up with it)."""
+        channel = await self.open_channel()
+        for name in sorted(self._declared):
+            try:
+                await channel.queue_delete(name)
+            except aiormq.exceptions.AMQPError:
+                channel = await self.open_channel()
+        await channel.close()
+        self._declared.clear()
+        self._delay_queues.clear()
+
+    async def aclose(self) -> None:
+        if self._connection is not None:
+            await self._connection.close()
+            self._connection = None
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    scheme, sep, rest = url.partition("://")
+    if "@" not in rest:
+        return url
+    credentials, _, host = rest.rpartition("@")
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}{sep}{user}:***@{host}"
