@@ -60,14 +60,14 @@ class StepResult(enum.StrEnum):
 
 
 class Observer(Protocol):
-    """Told about every envelope an actor finishes with (stats, metrics)."""
+    """Told about every envelope an actor finishes with (stats, metrics, completion).
 
-    def on_step(self, actor: str, result: StepResult, duration_s: float) -> None: ...
+    `outputs` is how many envelopes the step sent on (children, a retry, an error-end record):
+    a run is over when everything fed in, plus every output beyond one per step, has reached
+    an end actor.
+    """
 
-
-class NullObserver:
-    def on_step(self, actor: str, result: StepResult, duration_s: float) -> None:
-        return None
+    def on_step(self, actor: str, result: StepResult, duration_s: float, outputs: int) -> None: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,7 +151,7 @@ class Consumer:
             # Ack only after every output is confirmed, or a crash here loses the envelope.
             await self._transport.ack(plan.message)
             duration = self._clock.monotonic() - started
-            self._observer.on_step(self.config.actor, plan.result, duration)
+            self._observer.on_step(self.config.actor, plan.result, duration, len(plan.deliveries))
 
     def _admit(self, message: Message) -> _Plan:
         """Decode and check; a plan with deliveries already made never reaches user code."""

@@ -9,7 +9,8 @@ expected type: never a silent fallback. Nothing else in asya reads `os.environ`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 import msgspec
 
@@ -21,9 +22,45 @@ ENV_PREFIX = "ASYA_"
 
 class TransportSettings(msgspec.Struct, frozen=True, kw_only=True):
     broker_url: str | None = None
-    """AMQP URL of the broker (`amqp://user:pass@host:5672/vhost`); unset = in-memory."""
-    namespace: str = "default"
+    """AMQP URL of the broker (`amqp://user:pass@host:5672/vhost`); wins over the parts below."""
+    broker_host: str | None = None
+    """Broker host, when the URL is given in parts (credentials from a Secret, say)."""
+    broker_port: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 5672
+    """Broker port."""
+    broker_user: str = "guest"
+    """Broker user."""
+    broker_password: str = "guest"
+    """Broker password."""
+    broker_vhost: str = "/"
+    """Broker virtual host."""
+    namespace: Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")] = "default"
     """Namespace in queue names (`asya-{namespace}-{actor}`), so apps can share a broker."""
+    queue_type: Literal["quorum", "classic"] = "quorum"
+    """quorum (replicated, with a delivery limit for poison messages) or classic."""
+    delivery_limit: Annotated[int, msgspec.Meta(ge=1)] = 20
+    """Redeliveries of one message before the broker sends it to error-end (quorum only)."""
+
+    @property
+    def url(self) -> str | None:
+        """The broker URL, from `broker_url` or from the parts; None = in-memory."""
+        if self.broker_url:
+            return self.broker_url
+        if self.broker_host is None:
+            return None
+        vhost = "%2F" if self.broker_vhost == "/" else self.broker_vhost.lstrip("/")
+        user, password = quote(self.broker_user, safe=""), quote(self.broker_password, safe="")
+        return f"amqp://{user}:{password}@{self.broker_host}:{self.broker_port}/{vhost}"
+
+
+class SidecarSettings(msgspec.Struct, frozen=True, kw_only=True):
+    actor: str | None = None
+    """The actor whose queue the sidecar owns (`happy-end` and `error-end` included)."""
+    health_port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 8080
+    """Port for /healthz and /readyz; 0 = no health server."""
+    runtime_wait_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    """How long a call waits for an unreachable runtime before its envelope is requeued."""
+    step_events: bool = False
+    """Print one JSON line per finished step on stdout (`asya dev --isolate` reads them)."""
 
 
 class RuntimeSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -48,6 +85,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     limits: Limits = Limits()
     transport: TransportSettings = TransportSettings()
     runtime: RuntimeSettings = RuntimeSettings()
+    sidecar: SidecarSettings = SidecarSettings()
     log: LogSettings = LogSettings()
 
 
@@ -87,5 +125,6 @@ _GROUPS: dict[str, type[msgspec.Struct]] = {
     "limits": Limits,
     "transport": TransportSettings,
     "runtime": RuntimeSettings,
+    "sidecar": SidecarSettings,
     "log": LogSettings,
 }

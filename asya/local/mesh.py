@@ -3,8 +3,8 @@
 Declares the queues (actors and end actors), runs the end actors, and polls each actor's depth
 to start or retire workers by the KEDA rule of `asya.local.autoscale`. Each worker is a
 `Consumer` with its own invoker (a class actor is instantiated once per worker). A worker that
-cannot start (its class raises in `__init__`) is fatal for the run: `wait_quiet` raises it
-instead of waiting forever on envelopes nobody can process.
+cannot start (its class raises in `__init__`) is fatal for the run: `wait` raises it instead
+of waiting for ever on envelopes nobody can process. Works on any transport.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -28,12 +28,6 @@ from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.base import Transport
 
 log = logging.getLogger(__name__)
-
-
-class QuietTransport(Transport, Protocol):
-    """A transport that can tell when nothing is left anywhere (the memory transport)."""
-
-    async def join(self) -> None: ...
 
 
 class WorkerObserver(Observer, Protocol):
@@ -60,7 +54,7 @@ class Mesh:
         self,
         specs: Sequence[ActorSpec],
         *,
-        transport: QuietTransport,
+        transport: Transport,
         observer: WorkerObserver,
         sink: Sink,
         clock: Clock,
@@ -111,20 +105,20 @@ class Mesh:
     def workers(self, actor: str) -> int:
         return len(self._workers[actor])
 
-    async def wait_quiet(self) -> None:
-        """Wait until every envelope has reached an end actor and been recorded.
+    async def wait(self, condition: Awaitable[None]) -> None:
+        """Wait for `condition` (e.g. every envelope final), unless a worker cannot start.
 
         Raises:
             ActorDefinitionError: a worker could not start.
         """
         assert self._fatal is not None, "use Mesh as an async context manager"
-        quiet = asyncio.create_task(self._transport.join())
+        waiting = asyncio.ensure_future(condition)
         try:
-            await asyncio.wait({quiet, self._fatal}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({waiting, self._fatal}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            quiet.cancel()
+            waiting.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await quiet
+                await waiting
         if self._fatal.done():
             self._fatal.result()
 

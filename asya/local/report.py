@@ -1,12 +1,15 @@
 """What a local run did: per-actor statistics, final envelopes, and the summary table.
 
 `RunStats` is the consumers' Observer and the end actors' Sink at once: it counts each step
-per actor and each final envelope by outcome and reason, and forwards final envelopes to the
-run's output (JSON lines). `format_summary` renders the table `asya dev` ends with.
+per actor and each final envelope by outcome and reason, forwards final envelopes to the
+run's output (JSON lines), and knows when the run is over — on any transport, since it counts
+envelopes rather than asking the broker. `format_summary` renders the table `asya dev` ends
+with.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import math
 from collections.abc import Awaitable, Callable, Sequence
@@ -33,8 +36,27 @@ class RunStats:
         self.actors: dict[str, ActorStats] = collections.defaultdict(ActorStats)
         self.succeeded = 0
         self.failed_by_reason: collections.Counter[str] = collections.Counter()
+        self._alive = 0
+        self._drained = asyncio.Event()
+        self._drained.set()
 
-    def on_step(self, actor: str, result: StepResult, duration_s: float) -> None:
+    def on_fed(self) -> None:
+        """An envelope went into the mesh."""
+        self._change_alive(1)
+
+    def _change_alive(self, delta: int) -> None:
+        self._alive += delta
+        if self._alive <= 0:
+            self._drained.set()
+        else:
+            self._drained.clear()
+
+    async def drained(self) -> None:
+        """Wait until every envelope fed in, and every one made from them, is final."""
+        await self._drained.wait()
+
+    def on_step(self, actor: str, result: StepResult, duration_s: float, outputs: int) -> None:
+        self._change_alive(outputs - 1)
         stats = self.actors[actor]
         stats.processed += 1
         stats.durations_s.append(duration_s)
@@ -48,6 +70,7 @@ class RunStats:
         stats.peak_workers = max(stats.peak_workers, workers)
 
     async def record(self, envelope: Envelope) -> None:
+        self._change_alive(-1)
         if envelope.status.phase is Phase.SUCCEEDED:
             self.succeeded += 1
         else:

@@ -1,8 +1,8 @@
-"""`asya dev`: run an app's actors on the in-memory transport over a file of inputs.
+"""`asya dev`: run an app's actors over a file of inputs, in-memory or on a broker.
 
-Feeds every input line (see `asya.local.inputs`), lets the mesh scale and route until nothing
-is left anywhere, and returns the run's statistics. Final envelopes go to `emit` as they are
-recorded; progress lines go to `progress` while the run lasts.
+Feeds every input line (see `asya.local.inputs`), lets the mesh scale and route until every
+envelope is final, and returns the run's statistics. Final envelopes go to `emit` as they
+are recorded; progress lines go to `progress` while the run lasts.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from asya.local.inputs import parse_line
 from asya.local.mesh import Mesh, MeshOptions
 from asya.local.report import RunStats
 from asya.routing import ERROR_END, Delivery, plan_unknown_actor
+from asya.transport.base import Transport
 from asya.transport.memory import MemoryTransport
 
 
@@ -51,15 +52,17 @@ async def run_dev(
     clock: Clock,
     rng: random.Random,
     options: DevOptions | None = None,
+    transport: Transport | None = None,
 ) -> DevResult:
-    """Run `app` over `lines` until every envelope is final.
+    """Run `app` over `lines` until every envelope is final (on `transport`; default in-memory).
 
     Raises:
         ActorDefinitionError: an actor could not start.
+        TransportError: the broker failed.
     """
     opts = options or DevOptions()
     route = opts.route or app.route
-    transport = MemoryTransport()
+    transport = transport or MemoryTransport()
     stats = RunStats(emit)
     client = Client(transport, limits=opts.mesh.limits, clock=clock, rng=rng)
     started = clock.monotonic()
@@ -96,9 +99,10 @@ async def run_dev(
                     now=clock.now(),
                     rng=rng,
                 )
+                stats.on_fed()
                 await _feed(client, transport, item, clock)
                 fed += 1
-            await mesh.wait_quiet()
+            await mesh.wait(stats.drained())
         finally:
             reporter.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -107,7 +111,7 @@ async def run_dev(
 
 
 async def _feed(
-    client: Client, transport: MemoryTransport, item: Envelope | Delivery, clock: Clock
+    client: Client, transport: Transport, item: Envelope | Delivery, clock: Clock
 ) -> None:
     if isinstance(item, Envelope):
         try:

@@ -21,7 +21,7 @@ class Recorder:
     def __init__(self):
         self.steps = []
 
-    def on_step(self, actor, result, duration_s):
+    def on_step(self, actor, result, duration_s, outputs):
         self.steps.append((actor, result))
 
 
