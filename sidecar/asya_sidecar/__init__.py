@@ -1,0 +1,1 @@
+"""The asya sidecar: owns an actor's queue, calls the runtime, routes, publishes, acks."""

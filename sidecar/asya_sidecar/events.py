@@ -1,0 +1,55 @@
+"""What the sidecar tells the world about each envelope: step events and final records.
+
+`StepEvents` is the consumer's Observer: optionally one JSON line per finished step on stdout
+(`ASYA_STEP_EVENTS`, read by `asya dev --isolate` to know when a run is over), and a count
+per outcome. `LogSink` is the end actors' Sink in a pod: one structured log line per final
+envelope, without its payload (payloads are not logged).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import sys
+from typing import TextIO
+
+from asya.consumer import StepResult
+from asya.envelope import Envelope
+
+log = logging.getLogger(__name__)
+
+
+class StepEvents:
+    def __init__(self, *, emit: bool, stream: TextIO = sys.stdout) -> None:
+        self._emit = emit
+        self._stream = stream
+        self.counts: collections.Counter[str] = collections.Counter()
+
+    def on_step(self, actor: str, result: StepResult, duration_s: float, outputs: int) -> None:
+        self.counts[result.value] += 1
+        if self._emit:
+            event = {
+                "event": "step",
+                "actor": actor,
+                "result": result.value,
+                "duration_s": round(duration_s, 6),
+                "outputs": outputs,
+            }
+            self._stream.write(json.dumps(event) + "\n")
+            self._stream.flush()
+
+
+class LogSink:
+    async def record(self, envelope: Envelope) -> None:
+        status = envelope.status
+        log.info(
+            "final envelope",
+            extra={
+                "envelope_id": envelope.id,
+                "phase": status.phase.value,
+                "reason": status.reason.value if status.reason else None,
+                "actor": status.actor,
+                "route": list(envelope.route.prev),
+            },
+        )

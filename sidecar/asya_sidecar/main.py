@@ -1,0 +1,174 @@
+"""`asya-sidecar`: one actor's queue, the runtime beside it, and nothing lost in between.
+
+Reads its settings once (`ASYA_*`), connects to the broker (retrying with backoff, one line
+per failure, no tracebacks), declares its queue and the end actors', and then either
+- serves an actor: asks the runtime what it is (timeout, concurrency, retry policy all come
+  from `@actor` through the runtime's Pong), and runs the consumer chain with the runtime as
+  its invoker; or
+- serves `happy-end` / `error-end`: records final envelopes and answers `reply_to`.
+SIGTERM or SIGINT: stop consuming, finish what is in flight within ASYA_GRACE_S, give the
+rest back to the queue, exit 0. Health: /healthz and /readyz on ASYA_HEALTH_PORT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import signal
+import sys
+from collections.abc import Sequence
+
+from asya.clock import Clock, SystemClock
+from asya.consumer import Consumer, ConsumerConfig
+from asya.crew.ends import EndActor
+from asya.errors import AsyaError, SettingsError, TransportError
+from asya.retry import RetryPolicy, backoff_ms
+from asya.routing import END_ACTORS, ERROR_END, HAPPY_END
+from asya.runtime.frames import ActorInfo
+from asya.settings import Settings, env_var, load_settings
+from asya.transport.rabbitmq import QueueType, RabbitMQOptions, RabbitMQTransport
+from asya_sidecar.events import LogSink, StepEvents
+from asya_sidecar.health import HealthServer
+from asya_sidecar.runtime_link import RuntimeLink
+
+log = logging.getLogger("asya.sidecar")
+
+BROKER_BACKOFF = RetryPolicy(base_delay_ms=500, factor=2.0, max_delay_ms=30_000, jitter=0.2)
+"""Backoff between attempts to reach the broker at start."""
+
+
+def consumer_config(info: ActorInfo) -> ConsumerConfig:
+    """The chain's configuration from what the runtime says about its actor."""
+    return ConsumerConfig(
+        actor=info.name,
+        retry=RetryPolicy(
+            max_attempts=info.max_attempts,
+            base_delay_ms=info.base_delay_ms,
+            factor=info.factor,
+            max_delay_ms=info.max_delay_ms,
+            jitter=info.jitter,
+            retry_timeouts=info.retry_timeouts,
+        ),
+        concurrency=info.concurrency,
+        batch=info.batch,
+        batch_wait_ms=info.batch_wait_ms,
+    )
+
+
+async def connect_broker(settings: Settings, rng: random.Random) -> RabbitMQTransport:
+    """Connect, retrying with backoff until it works (or the process is stopped)."""
+    url = settings.transport.url
+    if url is None:
+        raise SettingsError(
+            f"the sidecar needs a broker: set {env_var('broker_url')} or {env_var('broker_host')}",
+            variable=env_var("broker_url"),
+            value=None,
+        )
+    options = RabbitMQOptions(
+        namespace=settings.transport.namespace,
+        queue_type=QueueType(settings.transport.queue_type),
+        delivery_limit=settings.transport.delivery_limit,
+        connection_name=f"asya-sidecar-{settings.sidecar.actor}",
+    )
+    attempt = 1
+    while True:
+        transport = RabbitMQTransport(url, options)
+        try:
+            await transport.connect()
+            return transport
+        except TransportError as exc:
+            delay = backoff_ms(BROKER_BACKOFF, attempt, rng) / 1000
+            print(f"asya-sidecar: {exc}; retrying in {delay:.1f} s", file=sys.stderr, flush=True)
+            await asyncio.sleep(delay)
+            attempt += 1
+
+
+async def serve(settings: Settings, clock: Clock, rng: random.Random) -> None:
+    """Run until SIGTERM or SIGINT; see the module docstring.
+
+    Raises:
+        AsyaError: the settings are wrong, or the runtime serves another actor.
+    """
+    actor = settings.sidecar.actor
+    if not actor:
+        raise SettingsError(
+            f"{env_var('actor')} is not set: name the actor this sidecar serves",
+            variable=env_var("actor"),
+            value=None,
+        )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    transport = await connect_broker(settings, rng)
+    runtime: RuntimeLink | None = None
+    try:
+        for name in {actor, HAPPY_END, ERROR_END}:
+            await transport.declare(name)
+        if actor in END_ACTORS:
+            role: Consumer | EndActor = EndActor(
+                actor, transport=transport, sink=LogSink(), clock=clock, rng=rng
+            )
+        else:
+            runtime = RuntimeLink(
+                settings.runtime.socket_path,
+                wait_s=settings.sidecar.runtime_wait_s,
+                clock=clock,
+                rng=rng,
+            )
+            info = (await runtime.ping()).actor
+            if info.name != actor:
+                raise AsyaError(
+                    f"the runtime serves actor '{info.name}' but this sidecar is for '{actor}':"
+                    f" check {env_var('actor')} and {env_var('handler')}"
+                )
+            role = Consumer(
+                consumer_config(info),
+                transport=transport,
+                invoker=runtime,
+                limits=settings.limits,
+                clock=clock,
+                rng=rng,
+                observer=StepEvents(emit=settings.sidecar.step_events),
+            )
+        link = runtime
+        health = HealthServer(
+            settings.sidecar.health_port,
+            live=lambda: role.loop.state.value in ("starting", "running", "draining"),
+            ready=lambda: role.loop.state.value == "running" and (link is None or link.connected),
+        )
+        if settings.sidecar.health_port:
+            await health.start()
+        await role.start()
+        print(f"asya-sidecar: serving '{actor}'", file=sys.stderr, flush=True)
+        await stop.wait()
+        await role.stop(settings.runtime.grace_s)
+        if settings.sidecar.health_port:
+            await health.stop()
+    finally:
+        if runtime is not None:
+            await runtime.aclose()
+        await transport.aclose()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `asya-sidecar` console script (takes no arguments)."""
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv:
+        print("usage: asya-sidecar (configured by ASYA_* environment variables)", file=sys.stderr)
+        return 2
+    try:
+        settings = load_settings(os.environ)
+        logging.basicConfig(level=settings.log.log_level, stream=sys.stderr)
+        asyncio.run(serve(settings, SystemClock(), random.Random()))
+    except AsyaError as exc:
+        print(f"asya-sidecar: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
