@@ -9,6 +9,8 @@ import pytest
 
 from asya.actor import REGISTRY
 
+pytest_plugins = ["tests.fixtures_broker"]
+
 
 @pytest.fixture(autouse=True)
 def fresh_registry():
