@@ -30,6 +30,19 @@ from asya.transport.base import Transport
 log = logging.getLogger(__name__)
 
 
+async def wait_unless_fatal(condition: Awaitable[None], fatal: asyncio.Future[None]) -> None:
+    """Wait for `condition`; if `fatal` fails first, raise its error instead."""
+    waiting = asyncio.ensure_future(condition)
+    try:
+        await asyncio.wait({waiting, fatal}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
+    if fatal.done():
+        fatal.result()
+
+
 class WorkerObserver(Observer, Protocol):
     def on_workers(self, actor: str, workers: int) -> None: ...
 
@@ -112,15 +125,7 @@ class Mesh:
             ActorDefinitionError: a worker could not start.
         """
         assert self._fatal is not None, "use Mesh as an async context manager"
-        waiting = asyncio.ensure_future(condition)
-        try:
-            await asyncio.wait({waiting, self._fatal}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await waiting
-        if self._fatal.done():
-            self._fatal.result()
+        await wait_unless_fatal(condition, self._fatal)
 
     async def _run_scaler(self) -> None:
         while True:

@@ -11,7 +11,9 @@ import asyncio
 import contextlib
 import random
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from asya.client import Client
 from asya.clock import Clock
@@ -36,6 +38,18 @@ class DevOptions:
     """Seconds between progress lines; the first comes after one interval."""
 
 
+class RunningMesh(Protocol):
+    """What the runner needs of a running mesh (in-process or isolated)."""
+
+    def workers(self, actor: str) -> int: ...
+
+    async def wait(self, condition: Awaitable[None]) -> None: ...
+
+
+MeshFactory = Callable[[RunStats], AbstractAsyncContextManager[RunningMesh]]
+"""Builds the mesh a run uses, given the run's statistics (observer and sink)."""
+
+
 @dataclass(frozen=True)
 class DevResult:
     stats: RunStats
@@ -53,8 +67,11 @@ async def run_dev(
     rng: random.Random,
     options: DevOptions | None = None,
     transport: Transport | None = None,
+    mesh: MeshFactory | None = None,
 ) -> DevResult:
-    """Run `app` over `lines` until every envelope is final (on `transport`; default in-memory).
+    """Run `app` over `lines` until every envelope is final.
+
+    `transport` defaults to the in-memory one; `mesh` to in-process workers on it.
 
     Raises:
         ActorDefinitionError: an actor could not start.
@@ -62,30 +79,33 @@ async def run_dev(
     """
     opts = options or DevOptions()
     route = opts.route or app.route
-    transport = transport or MemoryTransport()
+    used = transport or MemoryTransport()
     stats = RunStats(emit)
-    client = Client(transport, limits=opts.mesh.limits, clock=clock, rng=rng)
+    client = Client(used, limits=opts.mesh.limits, clock=clock, rng=rng)
     started = clock.monotonic()
     fed = 0
 
     async def report_progress() -> None:
         while True:
             await asyncio.sleep(opts.progress_interval_s)
-            workers = " ".join(f"{s.name}={mesh.workers(s.name)}" for s in app.specs)
+            workers = " ".join(f"{s.name}={running.workers(s.name)}" for s in app.specs)
             progress(
                 f"[{clock.monotonic() - started:6.1f}s] fed {fed}/{len(lines)}"
                 f" · finished {stats.finished} ({stats.failed} failed) · workers {workers}"
             )
 
-    async with Mesh(
-        app.specs,
-        transport=transport,
-        observer=stats,
-        sink=stats,
-        clock=clock,
-        rng=rng,
-        options=opts.mesh,
-    ) as mesh:
+    def in_process(stats: RunStats) -> Mesh:
+        return Mesh(
+            app.specs,
+            transport=used,
+            observer=stats,
+            sink=stats,
+            clock=clock,
+            rng=rng,
+            options=opts.mesh,
+        )
+
+    async with (mesh or in_process)(stats) as running:
         reporter = asyncio.create_task(report_progress())
         try:
             for line_no, line in enumerate(lines, start=1):
@@ -100,9 +120,9 @@ async def run_dev(
                     rng=rng,
                 )
                 stats.on_fed()
-                await _feed(client, transport, item, clock)
+                await _feed(client, used, item, clock)
                 fed += 1
-            await mesh.wait(stats.drained())
+            await running.wait(stats.drained())
         finally:
             reporter.cancel()
             with contextlib.suppress(asyncio.CancelledError):

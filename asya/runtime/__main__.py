@@ -42,7 +42,12 @@ async def serve(settings: Settings, env: dict[str, str]) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    print(f"asya runtime: serving '{invoker.info.name}' on {runtime.socket_path}", flush=True)
+    # stderr: stdout belongs to the user's handler (and `asya dev` prints results there).
+    print(
+        f"asya runtime: serving '{invoker.info.name}' on {runtime.socket_path}",
+        file=sys.stderr,
+        flush=True,
+    )
     await stop.wait()
     await server.stop(runtime.grace_s)
     await invoker.aclose()

@@ -24,6 +24,7 @@ import enum
 import itertools
 import logging
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -332,10 +333,14 @@ class RabbitMQTransport:
         if self._inspect is None or self._inspect.is_closed:
             self._inspect = await self.open_channel()
         try:
-            queue = await self._inspect.declare_queue(self.queue_for(actor), passive=True)
+            # The robust channel caches declared queues and their counts: ask the broker.
+            underlay = await self._inspect.get_underlay_channel()
+            declared = await underlay.queue_declare(self.queue_for(actor), passive=True)
         except aiormq.exceptions.ChannelNotFoundEntity as exc:
             raise UnknownActorError(f"no queue for actor '{actor}'", actor=actor) from exc
-        ready = queue.declaration_result.message_count or 0
+        except (aiormq.exceptions.AMQPError, ConnectionError) as exc:
+            raise TransportError(f"cannot read the depth of '{actor}': {exc}") from exc
+        ready = declared.message_count or 0
         return QueueDepth(ready=ready, unacked=self._unacked.get(actor, 0))
 
     async def open_reply_queue(self) -> RabbitMQReplyQueue:
@@ -355,12 +360,19 @@ class RabbitMQTransport:
         except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError) as exc:
             log.warning("reply not sent: %s", exc)
 
-    def declared_names(self) -> set[str]:
-        """Names of the queues this transport declared (to delete them when done)."""
-        return self._declared
+    async def delete_queues(self, actors: Iterable[str]) -> None:
+        """Delete these actors' queues and every delay queue they may have, wherever declared.
+
+        For throwaway namespaces (test runs, `asya dev --broker`): the queues of a
+        production namespace belong to its operator.
+        """
+        for actor in actors:
+            self._declared.add(self.queue_for(actor))
+            self._declared.update(f"{self.queue_for(actor)}-retry-{d}ms" for d in DELAY_LADDER_MS)
+        await self.delete_declared()
 
     async def delete_declared(self) -> None:
-        """Delete every queue this transport declared (tests clean up with it)."""
+        """Delete every queue this transport declared."""
         channel = await self.open_channel()
         for name in sorted(self._declared):
             try:

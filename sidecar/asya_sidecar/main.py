@@ -57,8 +57,10 @@ def consumer_config(info: ActorInfo) -> ConsumerConfig:
     )
 
 
-async def connect_broker(settings: Settings, rng: random.Random) -> RabbitMQTransport:
-    """Connect, retrying with backoff until it works (or the process is stopped)."""
+async def connect_broker(
+    settings: Settings, rng: random.Random, stop: asyncio.Event
+) -> RabbitMQTransport | None:
+    """Connect, retrying with backoff until it works; None if stopped first."""
     url = settings.transport.url
     if url is None:
         raise SettingsError(
@@ -81,8 +83,11 @@ async def connect_broker(settings: Settings, rng: random.Random) -> RabbitMQTran
         except TransportError as exc:
             delay = backoff_ms(BROKER_BACKOFF, attempt, rng) / 1000
             print(f"asya-sidecar: {exc}; retrying in {delay:.1f} s", file=sys.stderr, flush=True)
-            await asyncio.sleep(delay)
-            attempt += 1
+            try:
+                await asyncio.wait_for(stop.wait(), delay)
+                return None
+            except TimeoutError:
+                attempt += 1
 
 
 async def serve(settings: Settings, clock: Clock, rng: random.Random) -> None:
@@ -102,7 +107,9 @@ async def serve(settings: Settings, clock: Clock, rng: random.Random) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    transport = await connect_broker(settings, rng)
+    transport = await connect_broker(settings, rng, stop)
+    if transport is None:
+        return
     runtime: RuntimeLink | None = None
     try:
         for name in {actor, HAPPY_END, ERROR_END}:

@@ -64,9 +64,14 @@ class RuntimeLink:
                     return client
                 except RuntimeUnavailableError:
                     if self._clock.monotonic() >= deadline:
+                        log.warning(
+                            "runtime unreachable; giving the envelope back",
+                            extra={"socket": self._path},
+                        )
                         raise
                     if attempt == 1:
-                        log.warning("runtime unreachable; retrying", extra={"socket": self._path})
+                        # Normal while a pod starts or a runtime restarts: not worth a warning.
+                        log.info("runtime unreachable; retrying", extra={"socket": self._path})
                     await asyncio.sleep(backoff_ms(RECONNECT, attempt, self._rng) / 1000)
                     attempt += 1
 

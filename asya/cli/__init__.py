@@ -1,0 +1,56 @@
+"""The `asya` command.
+
+    asya dev APP --input FILE      run an app's actors over a file of inputs
+    asya send --route a,b ...      send one envelope (to a broker, or to an app in-process)
+    asya admission simulate FILE   run the admission engine on a scenario
+
+An entry point: reads the environment once (`asya.settings`), parses arguments (argparse),
+calls the library and turns its errors into one-line messages and exit codes: 0 success,
+1 an envelope failed (unless --allow-failures), 2 bad usage, settings or an app that cannot
+start, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from asya.cli import admission, dev, send
+from asya.cli.options import EXIT_USAGE
+from asya.errors import AsyaError
+from asya.settings import load_settings
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `asya` console script."""
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings(os.environ)
+    except AsyaError as exc:
+        print(f"asya: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    logging.basicConfig(level=args.log_level or settings.log.log_level, stream=sys.stderr)
+    try:
+        code: int = args.run(args, settings)
+    except AsyaError as exc:
+        print(f"asya: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("asya: interrupted", file=sys.stderr)
+        return 130
+    return code
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="asya", description="Multi-step AI/ML pipelines built from actors."
+    )
+    parser.add_argument("--log-level", help="DEBUG, INFO, WARNING (default) or ERROR")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    dev.add_parser(commands)
+    send.add_parser(commands)
+    admission.add_parser(commands)
+    return parser

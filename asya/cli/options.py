@@ -1,0 +1,85 @@
+"""Arguments several commands share, each parsed in one place."""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+from typing import IO, TYPE_CHECKING, TypeAlias
+
+import msgspec
+
+from asya.envelope import Envelope, Limits
+from asya.settings import Settings
+from asya.transport.rabbitmq import QueueType, RabbitMQOptions, RabbitMQTransport
+
+EXIT_OK = 0
+EXIT_FAILURES = 1
+EXIT_USAGE = 2
+
+if TYPE_CHECKING:
+    # argparse has no public name for what add_subparsers returns (nor is it generic at run time).
+    Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
+
+
+def add_route(parser: argparse.ArgumentParser, text: str) -> None:
+    parser.add_argument("--route", type=route, help=f"comma-separated actor names: {text}")
+
+
+def route(text: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not names:
+        raise argparse.ArgumentTypeError("route needs at least one actor name")
+    return names
+
+
+def add_limits(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-payload-bytes",
+        type=int,
+        help="largest encoded payload (default: ASYA_MAX_PAYLOAD_BYTES or 4 MiB)",
+    )
+    parser.add_argument(
+        "--hop-limit", type=int, help="most actors one envelope may visit (default: 64)"
+    )
+
+
+def limits(args: argparse.Namespace, settings: Settings) -> Limits:
+    return Limits(
+        max_payload_bytes=args.max_payload_bytes or settings.limits.max_payload_bytes,
+        hop_limit=args.hop_limit or settings.limits.hop_limit,
+    )
+
+
+def add_broker(parser: argparse.ArgumentParser, *, default_help: str) -> None:
+    parser.add_argument(
+        "--broker", metavar="URL", help=f"AMQP URL of RabbitMQ (default: {default_help})"
+    )
+    parser.add_argument(
+        "--namespace",
+        help="queue namespace on the broker (default: ASYA_NAMESPACE; for asya dev a fresh"
+        " one, deleted after the run)",
+    )
+
+
+def broker_transport(
+    url: str, namespace: str, settings: Settings, *, name: str
+) -> RabbitMQTransport:
+    """A transport (not yet connected) for `url` and `namespace`, as the settings say."""
+    return RabbitMQTransport(
+        url,
+        RabbitMQOptions(
+            namespace=namespace,
+            queue_type=QueueType(settings.transport.queue_type),
+            delivery_limit=settings.transport.delivery_limit,
+            connection_name=name,
+        ),
+    )
+
+
+def fresh_namespace() -> str:
+    return f"dev-{secrets.token_hex(4)}"
+
+
+def write_line(stream: IO[str], envelope: Envelope) -> None:
+    stream.write(msgspec.json.encode(envelope).decode() + "\n")
+    stream.flush()
