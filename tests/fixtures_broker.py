@@ -12,7 +12,7 @@ from asya.clock import SystemClock
 from asya.crew.ends import EndActor
 from asya.envelope import Envelope
 from asya.routing import ERROR_END, HAPPY_END
-from asya.transport.rabbitmq import DELAY_LADDER_MS, RabbitMQOptions, RabbitMQTransport
+from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
 from tests.broker import Cluster, check_reachable, find_broker, new_namespace
 
 
@@ -72,11 +72,7 @@ async def transport(request, amqp_url, namespace, actor_names):
     opened = RabbitMQTransport(amqp_url, options)
     await opened.connect()
     yield opened
-    for actor in actor_names:
-        opened.declared_names().add(opened.queue_for(actor))
-        for delay in DELAY_LADDER_MS:
-            opened.declared_names().add(f"{opened.queue_for(actor)}-retry-{delay}ms")
-    await opened.delete_declared()
+    await opened.delete_queues(actor_names)
     await opened.aclose()
 
 
