@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 
 EXCHANGE: Final = "asya"
 
+_PERSISTENT: Final = aiormq.spec.Basic.Properties(delivery_mode=2, content_type="application/json")
+
 DELAY_LADDER_MS: Final = (
     50, 100, 200, 300, 500, 750, 1_000, 1_500, 2_000, 3_000, 5_000, 7_500, 10_000, 15_000,
     20_000, 30_000, 45_000, 60_000, 90_000, 120_000, 180_000, 300_000, 600_000, 900_000,
@@ -242,18 +244,17 @@ class RabbitMQTransport:
 
     async def publish(self, actor: str, body: bytes, *, delay_ms: int = 0) -> None:
         channel = self._require_channel()
-        message = aio_pika.Message(
-            body, delivery_mode=aio_pika.DeliveryMode.PERSISTENT, content_type="application/json"
-        )
         try:
+            # The underlying aiormq channel: same confirms and returns, without building an
+            # aio-pika Message per publish (a measurable share of a hop's CPU).
+            underlay = await channel.get_underlay_channel()
             if delay_ms > 0:
-                delay_queue = await self._delay_queue(actor, delay_bucket_ms(delay_ms))
-                await channel.default_exchange.publish(
-                    message, routing_key=delay_queue, mandatory=True
-                )
-                return
-            assert self._exchange is not None
-            await self._exchange.publish(message, routing_key=self.queue_for(actor), mandatory=True)
+                exchange, key = "", await self._delay_queue(actor, delay_bucket_ms(delay_ms))
+            else:
+                exchange, key = EXCHANGE, self.queue_for(actor)
+            await underlay.basic_publish(
+                body, exchange=exchange, routing_key=key, properties=_PERSISTENT, mandatory=True
+            )
         except aiormq.exceptions.PublishError as exc:
             raise UnknownActorError(
                 f"no queue for actor '{actor}' ({self.queue_for(actor)} is not declared)",
