@@ -96,9 +96,9 @@ async def start_pods(url: str, namespace: str, workdir: Path) -> list[asyncio.su
         "ASYA_HEALTH_PORT": "0",
     }
     processes = []
-    for actor in HOPS:
-        pod = {**env, "ASYA_ACTOR": actor, "ASYA_SOCKET_PATH": str(workdir / f"{actor}.sock")}
-        handler = f"bench_handlers:{actor.replace('-', '_')}"
+    for name in HOPS:
+        pod = {**env, "ASYA_ACTOR": name, "ASYA_SOCKET_PATH": str(workdir / f"{name}.sock")}
+        handler = f"bench_handlers:{name.replace('-', '_')}"
         for argv, extra in (
             (["-m", "asya.runtime"], {"ASYA_HANDLER": handler}),
             (["-m", "asya_sidecar.main"], {}),
