@@ -31,6 +31,7 @@ from asya.local.isolate import IsolatedMesh
 from asya.local.mesh import MeshOptions
 from asya.local.report import RunStats, format_summary
 from asya.local.runner import DevOptions, DevResult, MeshFactory, run_dev
+from asya.routing import ERROR_END, HAPPY_END
 from asya.settings import Settings
 from asya.transport.rabbitmq import RabbitMQTransport
 
@@ -151,7 +152,7 @@ async def _run(
             )
     finally:
         if not args.namespace:  # a namespace made for this run leaves nothing behind
-            await transport.delete_queues([*(s.name for s in app.specs), "happy-end", "error-end"])
+            await transport.delete_queues([*(s.name for s in app.specs), HAPPY_END, ERROR_END])
         await transport.aclose()
 
 
