@@ -65,7 +65,7 @@ def _parse(text: str, path: Path) -> dict[str, Any]:
             raise AdmissionError(f"{path}: not valid JSON: {exc}") from exc
     else:
         try:
-            import yaml
+            import yaml  # optional: only YAML scenarios need PyYAML
         except ImportError as exc:
             raise AdmissionError(
                 f"{path}: reading YAML needs PyYAML: pip install 'asya[yaml]' (or use .json)"

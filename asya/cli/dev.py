@@ -33,10 +33,10 @@ from asya.local.report import RunStats, format_summary
 from asya.local.runner import DevOptions, DevResult, MeshFactory, run_dev
 from asya.routing import ERROR_END, HAPPY_END
 from asya.settings import Settings
-from asya.transport.rabbitmq import RabbitMQTransport
 
 if TYPE_CHECKING:
     from asya.cli.options import Subparsers
+    from asya.transport.rabbitmq import RabbitMQTransport
 
 
 def add_parser(commands: Subparsers) -> None:

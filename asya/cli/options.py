@@ -9,14 +9,16 @@ from typing import IO, TYPE_CHECKING, TypeAlias
 import msgspec
 
 from asya.envelope import Envelope, Limits
+from asya.errors import SettingsError
 from asya.settings import Settings
-from asya.transport.rabbitmq import QueueType, RabbitMQOptions, RabbitMQTransport
 
 EXIT_OK = 0
 EXIT_FAILURES = 1
 EXIT_USAGE = 2
 
 if TYPE_CHECKING:
+    from asya.transport.rabbitmq import RabbitMQTransport
+
     # argparse has no public name for what add_subparsers returns (nor is it generic at run time).
     Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -64,7 +66,24 @@ def add_broker(parser: argparse.ArgumentParser, *, default_help: str) -> None:
 def broker_transport(
     url: str, namespace: str, settings: Settings, *, name: str
 ) -> RabbitMQTransport:
-    """A transport (not yet connected) for `url` and `namespace`, as the settings say."""
+    """A transport (not yet connected) for `url` and `namespace`, as the settings say.
+
+    Raises:
+        SettingsError: the RabbitMQ extra is not installed.
+    """
+    try:
+        # Imported here: the in-memory commands must work without the rabbitmq extra.
+        from asya.transport.rabbitmq import (
+            QueueType,
+            RabbitMQOptions,
+            RabbitMQTransport,
+        )
+    except ImportError as exc:
+        raise SettingsError(
+            f"--broker needs the RabbitMQ client: pip install 'asya[rabbitmq]' ({exc})",
+            variable="--broker",
+            value=url,
+        ) from exc
     return RabbitMQTransport(
         url,
         RabbitMQOptions(

@@ -28,7 +28,13 @@ from asya.retry import RetryPolicy, backoff_ms
 from asya.routing import END_ACTORS, ERROR_END, HAPPY_END
 from asya.runtime.frames import ActorInfo
 from asya.settings import Settings, env_var, load_settings
-from asya.transport.rabbitmq import QueueType, RabbitMQOptions, RabbitMQTransport
+
+try:
+    from asya.transport.rabbitmq import QueueType, RabbitMQOptions, RabbitMQTransport
+except ImportError:  # reported by main(), without a traceback
+    _missing_broker_client = True
+else:
+    _missing_broker_client = False
 from asya_sidecar.events import LogSink, StepEvents
 from asya_sidecar.health import HealthServer
 from asya_sidecar.runtime_link import RuntimeLink
@@ -162,6 +168,12 @@ async def serve(settings: Settings, clock: Clock, rng: random.Random) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `asya-sidecar` console script (takes no arguments)."""
+    if _missing_broker_client:
+        print(
+            "asya-sidecar: the RabbitMQ client is missing: pip install 'asya[rabbitmq]'",
+            file=sys.stderr,
+        )
+        return 2
     if argv is None:
         argv = sys.argv[1:]
     if argv:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -131,3 +133,28 @@ def test_send_with_a_payload_that_is_not_json_is_a_usage_error(capsys):
 
     assert code == 2
     assert "--payload is not valid JSON" in capsys.readouterr().err
+
+
+def test_the_in_memory_commands_need_no_broker_client(tmp_path):
+    # As after a plain `pip install -e .`: aio-pika is not there.
+    script = (
+        "import sys; sys.modules['aio_pika'] = None; sys.modules['aiormq'] = None\n"
+        "from asya.cli import main\n"
+        f"sys.exit(main(['dev', {str(QUICKSTART)!r}, '--input', "
+        f"{str(QUICKSTART / 'inputs.jsonl')!r}, '--quiet']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    broker = subprocess.run(
+        [sys.executable, "-c", script.replace("'--quiet'", "'--quiet', '--broker', 'amqp://x'")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 58
+    assert broker.returncode == 2
+    assert "pip install 'asya[rabbitmq]'" in broker.stderr
