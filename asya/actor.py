@@ -237,18 +237,8 @@ def build_spec(obj: Any, options: ActorOptions | dict[str, Any]) -> ActorSpec:
     Raises:
         ActorDefinitionError: as for `actor`.
     """
-    raw = dict(options)
     label = getattr(obj, "__qualname__", repr(obj))
-    retry = raw.pop("retry", RetryPolicy())
-    _reject_unknown(raw, label)
-    try:
-        checked = msgspec.convert(raw, _CheckedOptions)
-    except msgspec.ValidationError as exc:
-        raise ActorDefinitionError(f"@actor on {label}: invalid option: {exc}") from exc
-    if not isinstance(retry, RetryPolicy):
-        raise ActorDefinitionError(
-            f"@actor on {label}: retry must be an asya.retry.RetryPolicy, got {retry!r}"
-        )
+    checked, retry = _check_options(dict(options), label)
     name = checked.name or default_actor_name(obj)
     problem = route_name_problem(name)
     if problem is not None:
@@ -291,6 +281,20 @@ def build_spec(obj: Any, options: ActorOptions | dict[str, Any]) -> ActorSpec:
         pool=checked.pool,
         priority=checked.priority,
     )
+
+
+def _check_options(raw: dict[str, Any], label: str) -> tuple[_CheckedOptions, RetryPolicy]:
+    retry = raw.pop("retry", RetryPolicy())
+    _reject_unknown(raw, label)
+    try:
+        checked = msgspec.convert(raw, _CheckedOptions)
+    except msgspec.ValidationError as exc:
+        raise ActorDefinitionError(f"@actor on {label}: invalid option: {exc}") from exc
+    if not isinstance(retry, RetryPolicy):
+        raise ActorDefinitionError(
+            f"@actor on {label}: retry must be an asya.retry.RetryPolicy, got {retry!r}"
+        )
+    return checked, retry
 
 
 def _reject_unknown(raw: dict[str, Any], label: str) -> None:

@@ -78,21 +78,9 @@ async def run_dev(
         TransportError: the broker failed.
     """
     opts = options or DevOptions()
-    route = opts.route or app.route
     used = transport or MemoryTransport()
     stats = RunStats(emit)
-    client = Client(used, limits=opts.mesh.limits, clock=clock, rng=rng)
     started = clock.monotonic()
-    fed = 0
-
-    async def report_progress() -> None:
-        while True:
-            await asyncio.sleep(opts.progress_interval_s)
-            workers = " ".join(f"{s.name}={running.workers(s.name)}" for s in app.specs)
-            progress(
-                f"[{clock.monotonic() - started:6.1f}s] fed {fed}/{len(lines)}"
-                f" · finished {stats.finished} ({stats.failed} failed) · workers {workers}"
-            )
 
     def in_process(stats: RunStats) -> Mesh:
         return Mesh(
@@ -105,29 +93,70 @@ async def run_dev(
             options=opts.mesh,
         )
 
+    run = _Run(app, lines, used, stats, opts, clock, rng)
     async with (mesh or in_process)(stats) as running:
-        reporter = asyncio.create_task(report_progress())
+        reporter = asyncio.create_task(run.report_progress(running, progress))
         try:
-            for line_no, line in enumerate(lines, start=1):
-                if not line.strip():
-                    continue
-                item = parse_line(
-                    line,
-                    line_no=line_no,
-                    route=route,
-                    limits=opts.mesh.limits,
-                    now=clock.now(),
-                    rng=rng,
-                )
-                stats.on_fed()
-                await _feed(client, used, item, clock)
-                fed += 1
+            await run.feed_all()
             await running.wait(stats.drained())
         finally:
             reporter.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reporter
-    return DevResult(stats, fed, clock.monotonic() - started)
+    return DevResult(stats, run.fed, clock.monotonic() - started)
+
+
+class _Run:
+    """One run's inputs: puts them into the mesh (counted for completion) and says how far."""
+
+    def __init__(
+        self,
+        app: App,
+        lines: Sequence[str],
+        transport: Transport,
+        stats: RunStats,
+        opts: DevOptions,
+        clock: Clock,
+        rng: random.Random,
+    ) -> None:
+        self.lines = lines
+        self.fed = 0
+        self._actors = [s.name for s in app.specs]
+        self._progress_every_s = opts.progress_interval_s
+        self._started = clock.monotonic()
+        self._route = opts.route or app.route
+        self._transport = transport
+        self._stats = stats
+        self._limits = opts.mesh.limits
+        self._clock = clock
+        self._rng = rng
+        self._client = Client(transport, limits=opts.mesh.limits, clock=clock, rng=rng)
+
+    async def feed_all(self) -> None:
+        for line_no, line in enumerate(self.lines, start=1):
+            if not line.strip():
+                continue
+            item = parse_line(
+                line,
+                line_no=line_no,
+                route=self._route,
+                limits=self._limits,
+                now=self._clock.now(),
+                rng=self._rng,
+            )
+            self._stats.on_fed()
+            await _feed(self._client, self._transport, item, self._clock)
+            self.fed += 1
+
+    async def report_progress(self, running: RunningMesh, say: Callable[[str], None]) -> None:
+        while True:
+            await asyncio.sleep(self._progress_every_s)
+            workers = " ".join(f"{name}={running.workers(name)}" for name in self._actors)
+            elapsed = self._clock.monotonic() - self._started
+            say(
+                f"[{elapsed:6.1f}s] fed {self.fed}/{len(self.lines)} · finished"
+                f" {self._stats.finished} ({self._stats.failed} failed) · workers {workers}"
+            )
 
 
 async def _feed(

@@ -120,32 +120,14 @@ async def serve(settings: Settings, clock: Clock, rng: random.Random) -> None:
     try:
         for name in {actor, HAPPY_END, ERROR_END}:
             await transport.declare(name)
-        if actor in END_ACTORS:
-            role: Consumer | EndActor = EndActor(
-                actor, transport=transport, sink=LogSink(), clock=clock, rng=rng
-            )
-        else:
+        if actor not in END_ACTORS:
             runtime = RuntimeLink(
                 settings.runtime.socket_path,
                 wait_s=settings.sidecar.runtime_wait_s,
                 clock=clock,
                 rng=rng,
             )
-            info = (await runtime.ping()).actor
-            if info.name != actor:
-                raise AsyaError(
-                    f"the runtime serves actor '{info.name}' but this sidecar is for '{actor}':"
-                    f" check {env_var('actor')} and {env_var('handler')}"
-                )
-            role = Consumer(
-                consumer_config(info),
-                transport=transport,
-                invoker=runtime,
-                limits=settings.limits,
-                clock=clock,
-                rng=rng,
-                observer=StepEvents(emit=settings.sidecar.step_events),
-            )
+        role = await _role(actor, settings, transport, runtime, clock, rng)
         link = runtime
         health = HealthServer(
             settings.sidecar.health_port,
@@ -164,6 +146,38 @@ async def serve(settings: Settings, clock: Clock, rng: random.Random) -> None:
         if runtime is not None:
             await runtime.aclose()
         await transport.aclose()
+
+
+async def _role(
+    actor: str,
+    settings: Settings,
+    transport: RabbitMQTransport,
+    runtime: RuntimeLink | None,
+    clock: Clock,
+    rng: random.Random,
+) -> Consumer | EndActor:
+    """An end actor, or the consumer chain for the actor the runtime says it serves.
+
+    Raises:
+        AsyaError: the runtime serves another actor than this sidecar's.
+    """
+    if runtime is None:
+        return EndActor(actor, transport=transport, sink=LogSink(), clock=clock, rng=rng)
+    info = (await runtime.ping()).actor
+    if info.name != actor:
+        raise AsyaError(
+            f"the runtime serves actor '{info.name}' but this sidecar is for '{actor}':"
+            f" check {env_var('actor')} and {env_var('handler')}"
+        )
+    return Consumer(
+        consumer_config(info),
+        transport=transport,
+        invoker=runtime,
+        limits=settings.limits,
+        clock=clock,
+        rng=rng,
+        observer=StepEvents(emit=settings.sidecar.step_events),
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
