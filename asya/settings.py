@@ -76,9 +76,11 @@ class RuntimeSettings(msgspec.Struct, frozen=True, kw_only=True):
     """Worker processes; 0 = the actor's concurrency for sync handlers, 1 for async ones."""
 
 
-class LogSettings(msgspec.Struct, frozen=True, kw_only=True):
+class ProcessSettings(msgspec.Struct, frozen=True, kw_only=True):
     log_level: str = "WARNING"
     """Level for asya's logs: DEBUG, INFO, WARNING, ERROR."""
+    event_loop: Literal["auto", "asyncio", "uvloop"] = "auto"
+    """auto: uvloop when installed (much less CPU per envelope), else asyncio's own loop."""
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
@@ -86,7 +88,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     transport: TransportSettings = TransportSettings()
     runtime: RuntimeSettings = RuntimeSettings()
     sidecar: SidecarSettings = SidecarSettings()
-    log: LogSettings = LogSettings()
+    process: ProcessSettings = ProcessSettings()
 
 
 def env_var(field_name: str) -> str:
@@ -126,5 +128,5 @@ _GROUPS: dict[str, type[msgspec.Struct]] = {
     "transport": TransportSettings,
     "runtime": RuntimeSettings,
     "sidecar": SidecarSettings,
-    "log": LogSettings,
+    "process": ProcessSettings,
 }

@@ -12,6 +12,7 @@ publisher confirms on:
   of Dramatiq's and Celery's workers;
 - the same saturation run through a plain aio-pika 3-hop pipeline (consume, publish with
   confirm, ack — what any correct consumer must do), for a ratio on the same broker.
+Every process runs on the same event loop (uvloop when installed, as in asya's processes).
 Prints one JSON object. Figures are wall-clock on this machine: compare ratios, not seconds.
 """
 
@@ -35,7 +36,7 @@ from pathlib import Path
 
 import aio_pika
 
-from asya import Client, actor
+from asya import Client, actor, event_loop
 from asya.actor import REGISTRY
 from asya.clock import SystemClock
 from asya.crew.ends import EndActor
@@ -299,7 +300,8 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=50.0, help="light-load rate, per second")
     parser.add_argument("--light", type=int, default=200, help="envelopes at the light rate")
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(main_async(args)), indent=2))
+    # The same event loop for asya's side and the raw baseline (uvloop when installed).
+    print(json.dumps(event_loop.run(main_async(args)), indent=2))
     return 0
 
 

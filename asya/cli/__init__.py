@@ -32,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AsyaError as exc:
         print(f"asya: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    logging.basicConfig(level=args.log_level or settings.log.log_level, stream=sys.stderr)
+    logging.basicConfig(level=args.log_level or settings.process.log_level, stream=sys.stderr)
     try:
         code: int = args.run(args, settings)
     except AsyaError as exc:

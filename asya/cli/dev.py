@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import random
 import sys
@@ -12,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from asya import event_loop
 from asya.cli.options import (
     EXIT_FAILURES,
     EXIT_OK,
@@ -97,7 +97,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             write_line(output, envelope)
 
     try:
-        result = asyncio.run(_run(args, settings, app, lines, emit))
+        main = _run(args, settings, app, lines, emit)
+        result = event_loop.run(main, settings.process.event_loop)
     finally:
         if output is not None:
             output.close()

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import random
 import sys
 from typing import TYPE_CHECKING
 
+from asya import event_loop
 from asya.actor import ActorSpec
 from asya.cli.options import (
     EXIT_FAILURES,
@@ -88,10 +88,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     headers = dict(args.header)
     try:
         if broker is not None:
-            final = asyncio.run(_on_broker(args, settings, broker, route, payload, headers))
+            main = _on_broker(args, settings, broker, route, payload, headers)
+            final = event_loop.run(main, settings.process.event_loop)
         else:
             assert app is not None
-            final = asyncio.run(_in_memory(args, settings, app.specs, route, payload, headers))
+            local = _in_memory(args, settings, app.specs, route, payload, headers)
+            final = event_loop.run(local, settings.process.event_loop)
     except TimeoutError:
         print(f"asya: no final envelope within {args.timeout} s", file=sys.stderr)
         return EXIT_FAILURES

@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 
+from asya import event_loop
 from asya.errors import AsyaError
 from asya.runtime.server import RuntimeServer
 from asya.runtime.workers import ProcessInvoker
@@ -56,8 +57,8 @@ async def serve(settings: Settings, env: dict[str, str]) -> None:
 def main() -> int:
     try:
         settings = load_settings(os.environ)
-        logging.basicConfig(level=settings.log.log_level, stream=sys.stderr)
-        asyncio.run(serve(settings, dict(os.environ)))
+        logging.basicConfig(level=settings.process.log_level, stream=sys.stderr)
+        event_loop.run(serve(settings, dict(os.environ)), settings.process.event_loop)
     except AsyaError as exc:
         print(f"asya runtime: {exc}", file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ import socket
 import sys
 from collections.abc import Sequence
 
+from asya import event_loop
 from asya.errors import AsyaError
 from asya.handler import LocalInvoker, load_handler
 from asya.runtime.connection import Connection
@@ -75,7 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AsyaError as exc:
         print(f"asya runtime worker: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(_serve(int(args[0]), settings.runtime.handler, settings.runtime.grace_s))
+    main = _serve(int(args[0]), settings.runtime.handler, settings.runtime.grace_s)
+    return event_loop.run(main, settings.process.event_loop)
 
 
 if __name__ == "__main__":

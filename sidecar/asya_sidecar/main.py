@@ -20,6 +20,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from asya import event_loop
 from asya.clock import Clock, SystemClock
 from asya.consumer import Consumer, ConsumerConfig
 from asya.crew.ends import EndActor
@@ -195,8 +196,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         settings = load_settings(os.environ)
-        logging.basicConfig(level=settings.log.log_level, stream=sys.stderr)
-        asyncio.run(serve(settings, SystemClock(), random.Random()))
+        logging.basicConfig(level=settings.process.log_level, stream=sys.stderr)
+        main_loop = serve(settings, SystemClock(), random.Random())
+        event_loop.run(main_loop, settings.process.event_loop)
     except AsyaError as exc:
         print(f"asya-sidecar: {exc}", file=sys.stderr)
         return 2
