@@ -3,7 +3,8 @@
 `send` builds an envelope for a route and publishes it to the route's first actor (a first
 actor with no queue fails loudly here, not later). `call` does the same with a private reply
 queue named in the `reply_to` header and waits for the end actors to answer. Works over any
-transport: the in-memory one in the local runner and tests, RabbitMQ in production.
+transport: the in-memory one in the local runner and tests, RabbitMQ in production —
+`Client("amqp://...")` connects on first use and is closed by `async with` or `aclose()`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from asya.envelope import (
     encode_envelope,
     new_envelope_id,
 )
-from asya.errors import EnvelopeError
+from asya.errors import EnvelopeError, TransportError
 from asya.routing import route_name_problem
 from asya.transport.base import Transport
 
@@ -36,13 +37,17 @@ class Client:
 
     def __init__(
         self,
-        transport: Transport,
+        transport: Transport | str,
         *,
+        namespace: str = "default",
         limits: Limits | None = None,
         clock: Clock | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        self._transport = transport
+        """`transport`: a Transport, or a broker URL (`namespace` then names the queues)."""
+        self._transport = transport if not isinstance(transport, str) else None
+        self._url = transport if isinstance(transport, str) else None
+        self._namespace = namespace
         self._limits = limits or Limits()
         self._clock = clock or SystemClock()
         self._rng = rng or random.Random()
@@ -79,6 +84,35 @@ class Client:
             payload=payload,
         )
 
+    async def __aenter__(self) -> Client:
+        await self._connected()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection this client opened itself (a given transport stays open)."""
+        if self._url is not None and self._transport is not None:
+            await self._transport.aclose()
+            self._transport = None
+
+    async def _connected(self) -> Transport:
+        if self._transport is None:
+            assert self._url is not None
+            try:
+                # Imported here: a client over a given transport needs no broker client.
+                from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
+            except ImportError as exc:
+                raise TransportError(
+                    f"a broker URL needs the RabbitMQ client: pip install 'asya[rabbitmq]' ({exc})"
+                ) from exc
+            options = RabbitMQOptions(namespace=self._namespace, connection_name="asya-client")
+            transport = RabbitMQTransport(self._url, options)
+            await transport.connect()
+            self._transport = transport
+        return self._transport
+
     async def publish(self, envelope: Envelope) -> str:
         """Publish a built envelope to `route.curr`; returns its id.
 
@@ -86,9 +120,11 @@ class Client:
             UnknownActorError: `route.curr` has no queue.
             PayloadTooLargeError: the payload is over the limit.
             EnvelopeError: the payload cannot be encoded as JSON.
+            TransportError: the broker cannot be reached.
         """
         body = encode_envelope(envelope, self._limits)
-        await self._transport.publish(envelope.route.curr, body)
+        transport = await self._connected()
+        await transport.publish(envelope.route.curr, body)
         return envelope.id
 
     async def send(
@@ -116,7 +152,7 @@ class Client:
             TimeoutError: no final envelope within `timeout_s`.
             and as `publish`.
         """
-        reply = await self._transport.open_reply_queue()
+        reply = await (await self._connected()).open_reply_queue()
         try:
             merged = {**(headers or {}), REPLY_TO_HEADER: reply.name}
             deadline = timedelta(seconds=timeout_s)

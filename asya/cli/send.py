@@ -17,7 +17,6 @@ from asya.cli.options import (
     add_broker,
     add_limits,
     add_route,
-    broker_transport,
     limits,
     write_line,
 )
@@ -113,15 +112,10 @@ async def _on_broker(
     headers: dict[str, str],
 ) -> Envelope | str:
     namespace = args.namespace or settings.transport.namespace
-    transport = broker_transport(url, namespace, settings, name="asya-send")
-    await transport.connect()
-    try:
-        client = Client(transport, limits=limits(args, settings))
+    async with Client(url, namespace=namespace, limits=limits(args, settings)) as client:
         if args.wait:
             return await client.call(route, payload, timeout_s=args.timeout, headers=headers)
         return await client.send(route, payload, headers=headers)
-    finally:
-        await transport.aclose()
 
 
 async def _in_memory(

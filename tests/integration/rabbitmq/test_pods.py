@@ -189,3 +189,13 @@ async def test_sigterm_drains_in_flight_work_and_loses_nothing(pods, transport, 
     assert before_restart < len(sent)
     assert sent <= set(finals.by_id())
     assert all(e.status.phase is Phase.SUCCEEDED for e in finals.envelopes)
+
+
+async def test_a_client_made_from_a_broker_url_calls_and_closes(pods, finals, amqp_url, namespace):
+    await pods(HANDLERS, "upper", "count")
+
+    async with Client(amqp_url, namespace=namespace) as client:
+        final = await client.call(["upper", "count"], {"text": "abc"}, timeout_s=30)
+
+    assert final.payload == {"text": "ABC", "length": 3}
+    assert final.status.phase is Phase.SUCCEEDED
