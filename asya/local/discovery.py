@@ -30,9 +30,6 @@ class App:
     search_path: str | None
     """A folder to put on PYTHONPATH so other processes can import the same modules."""
 
-    def spec(self, name: str) -> ActorSpec | None:
-        return next((s for s in self.specs if s.name == name), None)
-
 
 def load_app(target: str) -> App:
     """Import `target` and collect its actors.

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -22,7 +22,7 @@ from asya.clock import Clock
 from asya.consumer import Consumer, ConsumerConfig, Observer
 from asya.crew.ends import EndActor, Sink
 from asya.envelope import Limits
-from asya.handler import Invoker, LocalInvoker
+from asya.handler import LocalInvoker
 from asya.local.autoscale import ScaleState, next_scale
 from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.base import Transport
@@ -47,10 +47,6 @@ class WorkerObserver(Observer, Protocol):
     def on_workers(self, actor: str, workers: int) -> None: ...
 
 
-class StartableInvoker(Invoker, Protocol):
-    async def start(self) -> None: ...
-
-
 @dataclass(frozen=True, kw_only=True)
 class MeshOptions:
     limits: Limits = field(default_factory=Limits)
@@ -73,7 +69,6 @@ class Mesh:
         clock: Clock,
         rng: random.Random,
         options: MeshOptions | None = None,
-        invoker_factory: Callable[[ActorSpec], StartableInvoker] = LocalInvoker,
     ) -> None:
         self.specs = tuple(specs)
         self._transport = transport
@@ -81,7 +76,6 @@ class Mesh:
         self._clock = clock
         self._rng = rng
         self._options = options or MeshOptions()
-        self._invoker_factory = invoker_factory
         self._ends = [
             EndActor(name, transport=transport, sink=sink, clock=clock, rng=rng)
             for name in (HAPPY_END, ERROR_END)
@@ -152,7 +146,7 @@ class Mesh:
         self._observer.on_workers(spec.name, len(workers))
 
     async def _start_worker(self, spec: ActorSpec) -> Consumer | None:
-        invoker = self._invoker_factory(spec)
+        invoker = LocalInvoker(spec)
         try:
             await invoker.start()
         except Exception as exc:

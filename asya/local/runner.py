@@ -80,7 +80,6 @@ async def run_dev(
     opts = options or DevOptions()
     used = transport or MemoryTransport()
     stats = RunStats(emit)
-    started = clock.monotonic()
 
     def in_process(stats: RunStats) -> Mesh:
         return Mesh(
@@ -103,7 +102,7 @@ async def run_dev(
             reporter.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reporter
-    return DevResult(stats, run.fed, clock.monotonic() - started)
+    return DevResult(stats, run.fed, run.elapsed_s())
 
 
 class _Run:
@@ -148,11 +147,14 @@ class _Run:
             await _feed(self._client, self._transport, item, self._clock)
             self.fed += 1
 
+    def elapsed_s(self) -> float:
+        return self._clock.monotonic() - self._started
+
     async def report_progress(self, running: RunningMesh, say: Callable[[str], None]) -> None:
         while True:
             await asyncio.sleep(self._progress_every_s)
             workers = " ".join(f"{name}={running.workers(name)}" for name in self._actors)
-            elapsed = self._clock.monotonic() - self._started
+            elapsed = self.elapsed_s()
             say(
                 f"[{elapsed:6.1f}s] fed {self.fed}/{len(self.lines)} · finished"
                 f" {self._stats.finished} ({self._stats.failed} failed) · workers {workers}"

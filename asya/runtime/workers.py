@@ -90,11 +90,6 @@ class ProcessInvoker:
             self._workers.extend(started)
             self._changed.notify_all()
 
-    @property
-    def workers(self) -> Sequence[int]:
-        """Process ids of the live workers."""
-        return [w.process.pid for w in self._workers if w.alive]
-
     async def invoke(self, envelopes: Sequence[Envelope]) -> list[Outcome]:
         await self.start()
         assert self.info is not None
