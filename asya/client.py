@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
 from asya.clock import Clock, SystemClock
-from asya.consumer import END_LIMITS
 from asya.envelope import (
+    END_LIMITS,
     REPLY_TO_HEADER,
     Envelope,
     Limits,

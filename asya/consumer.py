@@ -15,13 +15,14 @@ import enum
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final, Protocol
+from typing import Protocol
 
 import msgspec
 
 from asya.actor import ActorSpec
 from asya.clock import Clock
 from asya.envelope import (
+    END_LIMITS,
     Envelope,
     Limits,
     Reason,
@@ -46,9 +47,6 @@ from asya.routing import (
     plan_unknown_actor,
 )
 from asya.transport.base import Message, Transport
-
-END_LIMITS: Final = Limits(max_payload_bytes=2**62)
-"""`error-end` refuses nothing: what failed for being too large must still be kept."""
 
 
 class StepResult(enum.StrEnum):

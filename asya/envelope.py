@@ -75,6 +75,11 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     """Most actors an envelope may pass through; stops agent loops that never end."""
 
 
+END_LIMITS: Final = Limits(max_payload_bytes=2**62)
+"""What end actors and reply readers decode with: whatever reached an end is kept, whatever its
+size (the broker already accepted it)."""
+
+
 class Route(msgspec.Struct, frozen=True, kw_only=True):
     """Where an envelope has been (`prev`), is (`curr`) and goes next (`next`)."""
 

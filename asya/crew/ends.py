@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from asya.clock import Clock
-from asya.consumer import END_LIMITS
 from asya.envelope import (
+    END_LIMITS,
     REPLY_TO_HEADER,
     Envelope,
     Phase,

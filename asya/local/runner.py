@@ -17,8 +17,7 @@ from typing import Protocol
 
 from asya.client import Client
 from asya.clock import Clock
-from asya.consumer import END_LIMITS
-from asya.envelope import Envelope, encode_envelope
+from asya.envelope import END_LIMITS, Envelope, encode_envelope
 from asya.errors import UnknownActorError
 from asya.local.discovery import App
 from asya.local.inputs import parse_line
