@@ -13,6 +13,8 @@ import difflib
 import enum
 import inspect
 import re
+import types
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Final, TypedDict, TypeVar, Unpack, overload
@@ -359,22 +361,76 @@ def _call_style(func: Callable[..., Any]) -> CallStyle:
     return CallStyle.RETURN
 
 
+CONTEXT_PARAMETER_NAMES: Final = ("ctx", "context")
+"""Names that make an unannotated second parameter the handler's `Context`."""
+
+_CONTEXT_SPELLINGS: Final = frozenset({"Context", "asya.Context", "asya.context.Context"})
+_POSITIONAL: Final = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_CONVENTIONS: Final = (
+    "a handler takes (payload) or (payload, ctx), a class __call__(self, payload[, ctx]), a batch"
+    " handler (payloads); the Context parameter is annotated Context or named ctx or context,"
+    " and any other parameter needs a default"
+)
+
+
 def _takes_context(func: Callable[..., Any], skip: int, name: str) -> bool:
+    """Whether the handler is called as (payload, ctx); any shape asya cannot call is refused."""
     params = list(inspect.signature(func).parameters.values())[skip:]
-    required = [p for p in params if p.default is p.empty and p.kind in _POSITIONAL_OR_KW]
-    if not params or params[0].kind not in _POSITIONAL_OR_KW[:2]:
-        raise ActorDefinitionError(
-            f"@actor '{name}': the handler must take the payload as its first parameter",
-            actor=name,
+    if not params or params[0].kind not in _POSITIONAL:
+        raise _signature_error(name, "the payload must be the first positional parameter")
+    payload, *rest = params
+    if _is_context(_annotation(func, payload)):
+        raise _signature_error(name, f"'{payload.name}' is annotated Context but takes the payload")
+    takes_context = False
+    for position, param in enumerate(rest):
+        annotation = _annotation(func, param)
+        is_context = _is_context(annotation) or (
+            param.name in CONTEXT_PARAMETER_NAMES
+            and (annotation is param.empty or isinstance(annotation, str))
         )
-    if len(required) > 2:
-        extra = ", ".join(p.name for p in required[2:])
-        raise ActorDefinitionError(
-            f"@actor '{name}': the handler takes (payload) or (payload, ctx: Context);"
-            f" it also requires {extra}",
-            actor=name,
-        )
-    if len(params) < 2:
-        return False
-    second = params[1]
-    return second.annotation in (Context, "Context") or second.name in ("ctx", "context")
+        if is_context and position == 0 and param.kind in _POSITIONAL:
+            takes_context = True
+        elif is_context:
+            raise _signature_error(
+                name, f"Context parameter '{param.name}' must be the second positional parameter"
+            )
+        elif param.default is param.empty and param.kind not in _VARIADIC:
+            unresolved = f" (its annotation {annotation!r} did not resolve)"
+            raise _signature_error(
+                name,
+                f"parameter '{param.name}' has no default and is not a Context"
+                + (unresolved if isinstance(annotation, str) else ""),
+            )
+    return takes_context
+
+
+_VARIADIC: Final = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+
+
+def _signature_error(name: str, problem: str) -> ActorDefinitionError:
+    return ActorDefinitionError(f"@actor '{name}': {problem}; {_CONVENTIONS}", actor=name)
+
+
+def _annotation(func: Callable[..., Any], param: inspect.Parameter) -> Any:
+    """The parameter's annotation, evaluated where it is a string (`from __future__ import
+    annotations`); one that does not evaluate (a name imported under TYPE_CHECKING) stays a
+    string. Evaluated one parameter at a time, so another unresolvable one cannot hide it."""
+    annotation = param.annotation
+    if not isinstance(annotation, str) or annotation in _CONTEXT_SPELLINGS:
+        return annotation
+    try:
+        return eval(annotation, getattr(func, "__globals__", {}))
+    except Exception:  # user code: any error means "unresolved", as for typing.get_type_hints
+        return annotation
+
+
+def _is_context(annotation: Any) -> bool:
+    if isinstance(annotation, str):
+        return annotation in _CONTEXT_SPELLINGS
+    if isinstance(annotation, type):
+        return issubclass(annotation, Context)
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _is_context(args[0])
+    # `ctx: Context | None = None` is a Context too; `list[Context]` is not.
+    return origin in (typing.Union, types.UnionType) and any(_is_context(a) for a in args)

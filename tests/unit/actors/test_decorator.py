@@ -167,8 +167,14 @@ def test_two_actors_with_one_name_are_refused():
             "must be constructible without arguments",
             id="init-args",
         ),
-        pytest.param(lambda: None, "must take the payload as its first parameter", id="no-params"),
-        pytest.param(lambda doc, ctx, extra: doc, "it also requires extra", id="extra-param"),
+        pytest.param(
+            lambda: None, "the payload must be the first positional parameter", id="no-params"
+        ),
+        pytest.param(
+            lambda doc, ctx, extra: doc,
+            "parameter 'extra' has no default and is not a Context",
+            id="extra-param",
+        ),
         pytest.param(42, "expected a function or a class", id="not-callable"),
     ],
 )
