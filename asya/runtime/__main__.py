@@ -36,7 +36,10 @@ async def serve(settings: Settings, env: dict[str, str]) -> None:
     )
     await invoker.start()
     assert invoker.info is not None
-    server = RuntimeServer(invoker, invoker.info, invoker.capacity, runtime.socket_path)
+    assert invoker.bounds is not None
+    server = RuntimeServer(
+        invoker, invoker.info, invoker.capacity, runtime.socket_path, invoker.bounds
+    )
     await server.start()
     log.info("runtime serving", extra={"actor": invoker.info.name, "socket": runtime.socket_path})
     stop = asyncio.Event()

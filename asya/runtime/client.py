@@ -1,9 +1,11 @@
 """RuntimeClient: the sidecar's side of the runtime socket, an Invoker over one connection.
 
 Keeps one persistent connection, sends each call with a fresh request id and matches answers by
-id, so many calls are in flight at once (pipelined, answered in any order). A broken connection
-fails every call in flight with `RuntimeUnavailableError`: those envelopes are not at fault and
-go back to the queue, they are not failed.
+id, so many calls are in flight at once (pipelined, answered in any order). `connect` pings the
+runtime first: its Pong says what it serves and the frame bounds it holds to, so a Call it
+would refuse is never sent (its envelopes fail as `PayloadTooLarge`) and no Result larger than
+it promised is read. A broken connection fails every call in flight with
+`RuntimeUnavailableError`: those envelopes are not at fault and must not be failed.
 """
 
 from __future__ import annotations
@@ -12,12 +14,23 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from asya.envelope import Envelope
+from asya.envelope import Envelope, Reason
 from asya.errors import RuntimeProtocolError, RuntimeUnavailableError
-from asya.outcome import Outcome
-from asya.runtime.frames import Call, Fault, Frame, Ping, Pong, Result, encode_frame, read_frame
+from asya.outcome import Failure, Outcome
+from asya.runtime.frames import (
+    HANDSHAKE_FRAME_BYTES,
+    Call,
+    Fault,
+    Frame,
+    Ping,
+    Pong,
+    Result,
+    encode_frame,
+    read_frame,
+)
+from asya.settings import env_var
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +46,9 @@ class RuntimeClient:
         self._pending: dict[int, asyncio.Future[Frame]] = {}
         self._ids = itertools.count(1)
         self._write_lock = asyncio.Lock()
+        self._read_bytes = HANDSHAKE_FRAME_BYTES
+        self.pong: Pong | None = None
+        """The runtime's answer to the ping `connect` sends: its actor, capacity and bounds."""
 
     async def __aenter__(self) -> RuntimeClient:
         await self.connect()
@@ -42,16 +58,26 @@ class RuntimeClient:
         await self.aclose()
 
     async def connect(self) -> None:
-        """Open the connection.
+        """Open the connection and ping the runtime (see `pong`).
 
         Raises:
-            RuntimeUnavailableError: nothing listens on the socket.
+            RuntimeUnavailableError: nothing listens on the socket, or it closed at once.
         """
         try:
             self._reader, self._writer = await asyncio.open_unix_connection(self._path)
         except OSError as exc:
             raise RuntimeUnavailableError(f"runtime socket {self._path}: {exc}") from exc
         self._listener = asyncio.create_task(self._listen(self._reader))
+        try:
+            self.pong = await self.ping()
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def wait_closed(self) -> None:
+        """Return once the connection is down (closed by either side, or broken)."""
+        if self._listener is not None:
+            await asyncio.wait({self._listener})
 
     @property
     def connected(self) -> bool:
@@ -63,7 +89,8 @@ class RuntimeClient:
         Raises:
             RuntimeUnavailableError: the connection is down or broke.
         """
-        frame = await self._request(Ping)
+        request_id = next(self._ids)
+        frame = await self._request(request_id, encode_frame(Ping(request_id)))
         if not isinstance(frame, Pong):
             raise RuntimeProtocolError(f"expected a Pong, got {type(frame).__name__}")
         return frame
@@ -75,7 +102,15 @@ class RuntimeClient:
             RuntimeUnavailableError: the connection is down or broke during the call.
             RuntimeProtocolError: the runtime answered something else than a Result.
         """
-        frame = await self._request(lambda request_id: Call(request_id, list(envelopes)))
+        if self.pong is None:
+            raise RuntimeUnavailableError(f"not connected to the runtime at {self._path}")
+        request_id = next(self._ids)
+        data = encode_frame(Call(request_id, list(envelopes)))
+        limit = self.pong.bounds.call_bytes
+        if len(data) > limit:
+            # The runtime would close the connection on it, and the call would be sent again.
+            return [_too_large(len(data), limit)] * len(envelopes)
+        frame = await self._request(request_id, data)
         if isinstance(frame, Fault):
             raise RuntimeProtocolError(f"runtime refused the call: {frame.message}")
         if not isinstance(frame, Result) or len(frame.outcomes) != len(envelopes):
@@ -93,14 +128,12 @@ class RuntimeClient:
                 await self._listener
         self._fail_pending("the connection was closed")
 
-    async def _request(self, build: Callable[[int], Frame]) -> Frame:
+    async def _request(self, request_id: int, data: bytes) -> Frame:
         if self._writer is None or not self.connected:
             raise RuntimeUnavailableError(f"not connected to the runtime at {self._path}")
-        request_id = next(self._ids)
         answer: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = answer
         try:
-            data = encode_frame(build(request_id))
             async with self._write_lock:
                 self._writer.write(data)
                 await self._writer.drain()
@@ -114,18 +147,30 @@ class RuntimeClient:
         why = "the runtime closed the connection"
         try:
             while True:
-                frame = await read_frame(reader)
+                frame = await read_frame(reader, self._read_bytes)
                 if frame is None:
                     break
+                if isinstance(frame, Pong):
+                    self._read_bytes = frame.bounds.result_bytes
                 answer = self._pending.get(getattr(frame, "id", -1))
                 if answer is not None and not answer.done():
                     answer.set_result(frame)
         except (RuntimeProtocolError, ConnectionError) as exc:
             why = f"the runtime connection failed: {exc}"
-            log.error("runtime connection failed: %s", exc)
+            log.error("runtime connection failed", extra={"error": str(exc)})
         self._fail_pending(why)
 
     def _fail_pending(self, why: str) -> None:
         for answer in self._pending.values():
             if not answer.done():
                 answer.set_exception(RuntimeUnavailableError(why))
+
+
+def _too_large(observed_bytes: int, limit_bytes: int) -> Failure:
+    return Failure(
+        reason=Reason.PAYLOAD_TOO_LARGE,
+        type="PayloadTooLarge",
+        message=f"the call takes {observed_bytes} bytes, over the bound of {limit_bytes} the"
+        f" runtime reads: give the sidecar and the runtime the same {env_var('max_payload_bytes')}",
+        retryable=False,
+    )

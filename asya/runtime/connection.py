@@ -3,7 +3,9 @@
 Used on both hops of the runtime: the runtime's Unix socket (peer: the sidecar) and the socket
 pair to each worker process (peer: the runtime). Each Call runs as its own task so many are in
 flight at once; answers share one writer under a lock. Outputs that msgpack cannot carry become
-`InvalidOutput` failures instead of breaking the connection.
+`InvalidOutput` failures, and a Result over the bounds this side promised in its Pong becomes
+`PayloadTooLarge` failures, instead of breaking the connection. A frame from the peer that is
+over the Call bound, stalls mid-way or is not ours closes the connection, with a log line.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from asya.errors import RuntimeProtocolError
 from asya.handler import Invoker
 from asya.outcome import Failure, Outcome
 from asya.runtime.frames import (
+    FRAME_TIMEOUT_S,
     ActorInfo,
     Call,
     Fault,
     Frame,
+    FrameBounds,
     Ping,
     Pong,
     Result,
@@ -43,24 +47,33 @@ class Connection:
         invoker: Invoker,
         info: ActorInfo,
         capacity: int,
+        bounds: FrameBounds,
+        *,
+        frame_timeout_s: float = FRAME_TIMEOUT_S,
     ) -> None:
         self._reader = reader
         self._writer = writer
         self._invoker = invoker
         self._info = info
         self._capacity = capacity
+        self._bounds = bounds
+        self._frame_timeout_s = frame_timeout_s
         self._write_lock = asyncio.Lock()
         self.in_flight: set[asyncio.Task[None]] = set()
 
     async def serve(self) -> None:
         try:
             while True:
-                frame = await read_frame(self._reader)
+                frame = await read_frame(
+                    self._reader, self._bounds.call_bytes, timeout_s=self._frame_timeout_s
+                )
                 if frame is None:
                     return
                 self._dispatch(frame)
         except RuntimeProtocolError as exc:
-            log.error("closing connection: %s", exc)
+            log.error(
+                "closing a connection whose peer broke the protocol", extra={"error": str(exc)}
+            )
         except ConnectionError:
             return
 
@@ -70,7 +83,7 @@ class Connection:
             self.in_flight.add(task)
             task.add_done_callback(self.in_flight.discard)
         elif isinstance(frame, Ping):
-            self._spawn_send(Pong(frame.id, self._info, self._capacity))
+            self._spawn_send(Pong(frame.id, self._info, self._capacity, self._bounds))
         else:
             self._spawn_send(Fault(getattr(frame, "id", 0), f"unexpected {type(frame).__name__}"))
 
@@ -84,7 +97,13 @@ class Connection:
         try:
             data = encode_frame(Result(call.id, outcomes))
         except (TypeError, ValueError, OverflowError):
-            data = encode_frame(Result(call.id, [_portable(o) for o in outcomes]))
+            outcomes = [_portable(o) for o in outcomes]
+            data = encode_frame(Result(call.id, outcomes))
+        if len(data) > self._bounds.result_bytes:
+            # The peer reads no more than this (our Pong said so): sending it would only break
+            # the connection and have the call sent again, in a loop.
+            fitted = _fit(outcomes, len(data), self._bounds.result_bytes)
+            data = encode_frame(Result(call.id, fitted))
         await self._write(data)
 
     async def send(self, frame: Frame) -> None:
@@ -108,6 +127,27 @@ class Connection:
         self._writer.close()
         with contextlib.suppress(ConnectionError):
             await self._writer.wait_closed()
+
+
+def _fit(outcomes: list[Outcome], size: int, limit_bytes: int) -> list[Outcome]:
+    """`outcomes` with the largest ones failed as `PayloadTooLarge` until the Result fits."""
+    too_large = Failure(
+        reason=Reason.PAYLOAD_TOO_LARGE,
+        type="PayloadTooLarge",
+        message=f"the outputs of one call take {size} bytes, over the bound of {limit_bytes}"
+        " for a result: emit fewer or smaller payloads, or pass large data by reference"
+        " (an object-store URL)",
+        retryable=False,
+    )
+    replacement = len(msgspec.msgpack.encode(too_large))
+    sizes = [len(msgspec.msgpack.encode(o)) for o in outcomes]
+    fitted = list(outcomes)
+    for index in sorted(range(len(outcomes)), key=sizes.__getitem__, reverse=True):
+        if size <= limit_bytes:
+            break
+        fitted[index] = too_large
+        size += replacement - sizes[index]
+    return fitted
 
 
 def _portable(outcome: Outcome) -> Outcome:

@@ -6,10 +6,18 @@ in any order. The same protocol is spoken on the runtime's Unix socket (sidecar 
 and on the socket pair between the runtime and each of its worker processes.
 
     Call   (id, envelopes)         -> Result (id, outcomes)   one outcome per envelope
-    Ping   (id)                    -> Pong   (id, actor, capacity)  health, and what the actor
-                                                              is and how much it takes
+    Ping   (id)                    -> Pong   (id, actor, capacity, bounds)  health, what the
+                                                              actor is, how much it takes
     Fault  (id, message)           a request that cannot be answered, or a worker that
                                    failed to start (id 0)
+
+Frames are bounded (`FrameBounds`): a Call by the envelopes it may carry, a Result by what one
+call may emit. The serving side states its bounds in its Pong and keeps its own promise (a
+Result over the bound is answered as `PayloadTooLarge` failures instead), and the calling side
+never sends a Call over the bound (its envelopes fail as `PayloadTooLarge` instead): a frame
+over a bound is never the normal path, so closing the connection on one cannot make a call
+loop. A frame that has started must arrive whole within `FRAME_TIMEOUT_S`; the wait for the
+first byte of the next one is unbounded, as a persistent connection may idle.
 """
 
 from __future__ import annotations
@@ -21,14 +29,52 @@ from typing import Final
 import msgspec
 
 from asya.actor import ActorSpec
-from asya.envelope import Envelope
+from asya.envelope import ENVELOPE_OVERHEAD_BYTES, Envelope, Limits
 from asya.errors import RuntimeProtocolError
 from asya.outcome import Outcome
 
-MAX_FRAME_BYTES: Final = 256 * 1024 * 1024
-"""Largest frame accepted: far above any envelope the payload limit lets through."""
+MSGPACK_EXPANSION: Final = 3
+"""How much larger than its JSON a payload may be in msgpack: a list of short floats (`0.5,`,
+4 bytes in JSON) takes 9 bytes each, 2.25 times as much; nothing takes more."""
+
+FRAME_OVERHEAD_BYTES: Final = 64 * 1024
+"""Room for a frame's own fields (tag, id, a Pong's actor, a Failure's traceback)."""
+
+FAN_OUT_ENVELOPES: Final = 16
+"""Full-size envelopes a Result may carry for a one-envelope call: a generator may yield more
+children than that as long as they are smaller (1,000 chunks of 64 KiB fit). Past it, the call
+fails as `PayloadTooLarge`: large data travels as references."""
+
+HANDSHAKE_FRAME_BYTES: Final = FRAME_OVERHEAD_BYTES
+"""Bound for the frames read before the peer's Pong says more: a Ping, a Pong, a Fault."""
+
+FRAME_TIMEOUT_S: Final = 30.0
+"""Longest a started frame may take to arrive whole (a stalled peer, not a slow socket)."""
 
 _HEADER: Final = struct.Struct(">I")
+
+
+class FrameBounds(msgspec.Struct, frozen=True, kw_only=True):
+    """Largest frames a serving peer reads (`call_bytes`) and sends (`result_bytes`)."""
+
+    call_bytes: int
+    result_bytes: int
+
+
+def frame_bounds(limits: Limits, batch: int | None) -> FrameBounds:
+    """The bounds for an actor taking `batch` envelopes per call (None: one) under `limits`.
+
+    One envelope is its payload (in msgpack, see MSGPACK_EXPANSION) plus its own fields. A
+    Call carries up to `batch` of them; a Result, one output per input for a batch actor or
+    up to FAN_OUT_ENVELOPES' worth of children for a generator (batch actors cannot be
+    generators, so the larger of the two covers both).
+    """
+    envelope = MSGPACK_EXPANSION * limits.max_payload_bytes + ENVELOPE_OVERHEAD_BYTES
+    calls = batch or 1
+    return FrameBounds(
+        call_bytes=calls * envelope + FRAME_OVERHEAD_BYTES,
+        result_bytes=max(calls, FAN_OUT_ENVELOPES) * envelope + FRAME_OVERHEAD_BYTES,
+    )
 
 
 class ActorInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -84,6 +130,8 @@ class Pong(msgspec.Struct, frozen=True, tag="pong"):
     actor: ActorInfo
     capacity: int
     """Calls this peer takes at once."""
+    bounds: FrameBounds
+    """The largest Call this peer reads and the largest Result it sends."""
 
 
 class Fault(msgspec.Struct, frozen=True, tag="fault"):
@@ -103,25 +151,37 @@ def encode_frame(frame: Frame) -> bytes:
     return _HEADER.pack(len(body)) + body
 
 
-async def read_frame(reader: asyncio.StreamReader) -> Frame | None:
+async def read_frame(
+    reader: asyncio.StreamReader, max_bytes: int, *, timeout_s: float = FRAME_TIMEOUT_S
+) -> Frame | None:
     """The next frame, or None at a clean end of stream.
 
+    Waits as long as it takes for a frame to start, then at most `timeout_s` for all of it.
+
     Raises:
-        RuntimeProtocolError: a frame that is too large, cut short, or not one of ours.
+        RuntimeProtocolError: a frame over `max_bytes`, cut short, stalled past `timeout_s`,
+            or not one of ours.
     """
     try:
-        header = await reader.readexactly(_HEADER.size)
-    except asyncio.IncompleteReadError as exc:
-        if not exc.partial:
-            return None
-        raise RuntimeProtocolError("stream ended inside a frame header") from exc
-    (size,) = _HEADER.unpack(header)
-    if size > MAX_FRAME_BYTES:
-        raise RuntimeProtocolError(f"frame of {size} bytes is over {MAX_FRAME_BYTES}")
+        # An idle persistent connection waits here, unbounded.
+        first = await reader.readexactly(1)
+    except asyncio.IncompleteReadError:
+        return None
     try:
-        body = await reader.readexactly(size)
+        async with asyncio.timeout(timeout_s):
+            header = first + await reader.readexactly(_HEADER.size - 1)
+            (size,) = _HEADER.unpack(header)
+            if size > max_bytes:
+                raise RuntimeProtocolError(
+                    f"frame of {size} bytes is over the bound of {max_bytes}"
+                )
+            body = await reader.readexactly(size)
+    except TimeoutError as exc:
+        raise RuntimeProtocolError(
+            f"a frame started but did not arrive whole within {timeout_s:g} s"
+        ) from exc
     except asyncio.IncompleteReadError as exc:
-        raise RuntimeProtocolError(f"stream ended inside a {size}-byte frame") from exc
+        raise RuntimeProtocolError("stream ended inside a frame") from exc
     try:
         return _decoder.decode(body)
     except msgspec.DecodeError as exc:

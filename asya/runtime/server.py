@@ -1,7 +1,10 @@
 """RuntimeServer: serve an invoker on a Unix socket, and shut down without losing calls.
 
-Accepts connections (normally one persistent connection from the sidecar) and serves each with
-`asya.runtime.connection.Connection`. `stop(grace_s)` stops accepting, lets calls in flight
+Accepts connections (normally one persistent connection from the sidecar; at most
+`max_connections`, the rest are closed at once) and serves each with
+`asya.runtime.connection.Connection`. The socket's directory, if the server has to create it,
+is private to the runtime's user (0700); one that exists (a Kubernetes emptyDir shared with the
+sidecar) is left as it is. `stop(grace_s)` stops accepting, lets calls in flight
 finish within the grace period, cancels the rest (their envelopes are still unacked at the
 sidecar, so the broker redelivers them) and removes the socket file.
 """
@@ -11,12 +14,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import logging
 import os
 from pathlib import Path
+from typing import Final
 
 from asya.handler import Invoker
 from asya.runtime.connection import Connection
-from asya.runtime.frames import ActorInfo
+from asya.runtime.frames import FRAME_TIMEOUT_S, ActorInfo, FrameBounds
+
+log = logging.getLogger(__name__)
+
+MAX_CONNECTIONS: Final = 4
+"""Connections served at once: the sidecar needs one; a few more let a probe or a restarted
+sidecar in while an old connection is still closing."""
 
 
 class ServerState(enum.Enum):
@@ -29,18 +40,31 @@ class ServerState(enum.Enum):
 class RuntimeServer:
     """See the module docstring."""
 
-    def __init__(self, invoker: Invoker, info: ActorInfo, capacity: int, socket_path: str) -> None:
+    def __init__(
+        self,
+        invoker: Invoker,
+        info: ActorInfo,
+        capacity: int,
+        socket_path: str,
+        bounds: FrameBounds,
+        *,
+        max_connections: int = MAX_CONNECTIONS,
+        frame_timeout_s: float = FRAME_TIMEOUT_S,
+    ) -> None:
         self._invoker = invoker
         self._info = info
         self._capacity = capacity
         self._path = Path(socket_path)
+        self._bounds = bounds
+        self._max_connections = max_connections
+        self._frame_timeout_s = frame_timeout_s
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
         self._serving: set[asyncio.Task[None]] = set()
         self.state = ServerState.STARTING
 
     async def start(self) -> None:
-        self._path.parent.mkdir(parents=True, exist_ok=True)
+        _make_private_directory(self._path.parent)
         with contextlib.suppress(FileNotFoundError):
             self._path.unlink()  # a socket file left by a killed predecessor
         self._server = await asyncio.start_unix_server(self._accept, path=str(self._path))
@@ -48,7 +72,24 @@ class RuntimeServer:
         self.state = ServerState.RUNNING
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        connection = Connection(reader, writer, self._invoker, self._info, self._capacity)
+        if len(self._connections) >= self._max_connections:
+            log.warning(
+                "runtime connection refused: too many connections",
+                extra={"limit": self._max_connections, "socket": str(self._path)},
+            )
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+            return
+        connection = Connection(
+            reader,
+            writer,
+            self._invoker,
+            self._info,
+            self._capacity,
+            self._bounds,
+            frame_timeout_s=self._frame_timeout_s,
+        )
         self._connections.add(connection)
         task = asyncio.current_task()
         if task is not None:
@@ -75,3 +116,12 @@ class RuntimeServer:
         with contextlib.suppress(FileNotFoundError):
             self._path.unlink()
         self.state = ServerState.STOPPED
+
+
+def _make_private_directory(path: Path) -> None:
+    """Create `path` (and its parents) with mode 0700; leave an existing directory alone."""
+    try:
+        path.mkdir(mode=0o700, parents=True)
+    except FileExistsError:
+        return
+    os.chmod(path, 0o700)  # mkdir's mode is filtered by the umask

@@ -17,10 +17,11 @@ import sys
 from collections.abc import Sequence
 
 from asya import event_loop
+from asya.envelope import Limits
 from asya.errors import AsyaError
 from asya.handler import LocalInvoker, load_handler
 from asya.runtime.connection import Connection
-from asya.runtime.frames import Fault, actor_info, encode_frame
+from asya.runtime.frames import Fault, actor_info, encode_frame, frame_bounds
 from asya.settings import load_settings
 
 EXIT_TAINTED = 3
@@ -32,7 +33,7 @@ def capacity_of(is_async: bool, concurrency: int) -> int:
     return concurrency if is_async else 1
 
 
-async def _serve(fd: int, handler: str | None, grace_s: float) -> int:
+async def _serve(fd: int, handler: str | None, grace_s: float, limits: Limits) -> int:
     sock = socket.socket(fileno=fd)
     reader, writer = await asyncio.open_unix_connection(sock=sock)
     abandoned = asyncio.Event()
@@ -48,7 +49,8 @@ async def _serve(fd: int, handler: str | None, grace_s: float) -> int:
         writer.close()
         return 1
     capacity = capacity_of(spec.style.is_async, spec.concurrency)
-    connection = Connection(reader, writer, invoker, actor_info(spec), capacity)
+    bounds = frame_bounds(limits, spec.batch)
+    connection = Connection(reader, writer, invoker, actor_info(spec), capacity, bounds)
     serving = asyncio.create_task(connection.serve())
     tainted = asyncio.create_task(abandoned.wait())
     await asyncio.wait({serving, tainted}, return_when=asyncio.FIRST_COMPLETED)
@@ -76,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AsyaError as exc:
         print(f"asya runtime worker: {exc}", file=sys.stderr)
         return 2
-    main = _serve(int(args[0]), settings.runtime.handler, settings.runtime.grace_s)
+    runtime = settings.runtime
+    main = _serve(int(args[0]), runtime.handler, runtime.grace_s, settings.limits)
     return event_loop.run(main, settings.process.event_loop)
 
 

@@ -5,8 +5,10 @@ process (`asya.runtime.worker`) speaking the frame protocol on a socket pair; ca
 worker with free capacity (one call at a time for sync handlers, `concurrency` for async ones).
 If a worker has not answered `timeout_s + kill_grace_s` after a call was sent, it is killed and
 replaced, and its calls are answered `Timeout`. A worker that dies answers its calls
-`WorkerCrashed` (retryable) and is replaced. Used by the runtime server and, for actors that
-must not share the caller's process (GPU actors), by the local runner.
+`WorkerCrashed` (retryable) and is replaced. Workers run user code, so their environment is the
+runtime's without the broker's address and credentials (`user_environment`). Used by the
+runtime server and, for actors that must not share the caller's process (GPU actors), by the
+local runner.
 """
 
 from __future__ import annotations
@@ -24,10 +26,27 @@ from dataclasses import dataclass, field
 from asya.envelope import Envelope, Reason
 from asya.errors import ActorDefinitionError, RuntimeProtocolError
 from asya.outcome import Failure, Outcome
-from asya.runtime.frames import ActorInfo, Call, Fault, Ping, Pong, Result, encode_frame, read_frame
+from asya.runtime.frames import (
+    HANDSHAKE_FRAME_BYTES,
+    ActorInfo,
+    Call,
+    Fault,
+    FrameBounds,
+    Ping,
+    Pong,
+    Result,
+    encode_frame,
+    read_frame,
+)
 from asya.settings import env_var
 
 log = logging.getLogger(__name__)
+
+
+def user_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` without any `ASYA_BROKER_*` variable: user code never sees the broker's secrets."""
+    secret = env_var("broker_")
+    return {name: value for name, value in env.items() if not name.startswith(secret)}
 
 
 @dataclass(eq=False)
@@ -45,6 +64,8 @@ class _Worker:
     busy: int = 0
     listener: asyncio.Task[None] | None = None
     alive: bool = True
+    result_bytes: int = HANDSHAKE_FRAME_BYTES
+    """Largest Result frame read from it: its Pong's bound, once it has answered."""
 
 
 class ProcessInvoker:
@@ -60,8 +81,9 @@ class ProcessInvoker:
         start_timeout_s: float = 300.0,
         python: str = sys.executable,
     ) -> None:
-        """`env` is the workers' whole environment; `workers` 0 means as many as needed."""
-        self._env = {**env, env_var("handler"): handler}
+        """`env` is the workers' environment (less the broker's variables); `workers` 0 means
+        as many as needed."""
+        self._env = {**user_environment(env), env_var("handler"): handler}
         self._wanted = workers
         self._kill_grace_s = kill_grace_s
         self._start_timeout_s = start_timeout_s
@@ -73,6 +95,8 @@ class ProcessInvoker:
         self._closed = False
         self.info: ActorInfo | None = None
         self.capacity = 1
+        self.bounds: FrameBounds | None = None
+        """The workers' frame bounds, from their Pong: what a call may carry and return."""
 
     async def start(self) -> None:
         """Start the workers; returns once each has loaded the handler.
@@ -83,7 +107,7 @@ class ProcessInvoker:
         if self.info is not None:
             return
         first, pong = await self._spawn()
-        self.info, self.capacity = pong.actor, pong.capacity
+        self.info, self.capacity, self.bounds = pong.actor, pong.capacity, pong.bounds
         count = self._wanted or math.ceil(pong.actor.concurrency / pong.capacity)
         started = [first] + [(await self._spawn())[0] for _ in range(count - 1)]
         async with self._changed:
@@ -156,13 +180,14 @@ class ProcessInvoker:
         except (TimeoutError, ActorDefinitionError, RuntimeProtocolError, ConnectionError):
             await self._stop(worker)
             raise
+        worker.result_bytes = pong.bounds.result_bytes
         worker.listener = asyncio.create_task(self._listen(worker))
         return worker, pong
 
     async def _handshake(self, worker: _Worker) -> Pong:
         worker.writer.write(encode_frame(Ping(0)))
         await worker.writer.drain()
-        frame = await read_frame(worker.reader)
+        frame = await read_frame(worker.reader, HANDSHAKE_FRAME_BYTES)
         if isinstance(frame, Pong):
             return frame
         if isinstance(frame, Fault):
@@ -175,7 +200,7 @@ class ProcessInvoker:
     async def _listen(self, worker: _Worker) -> None:
         try:
             while True:
-                frame = await read_frame(worker.reader)
+                frame = await read_frame(worker.reader, worker.result_bytes)
                 if frame is None:
                     break
                 if isinstance(frame, Result):
@@ -183,7 +208,7 @@ class ProcessInvoker:
                     if pending is not None and not pending.answer.done():
                         pending.answer.set_result(frame.outcomes)
         except (RuntimeProtocolError, ConnectionError) as exc:
-            log.error("worker connection failed: %s", exc)
+            log.error("worker connection failed", extra={"error": str(exc)})
         for pending in list(worker.pending.values()):
             if not pending.answer.done():
                 pending.answer.set_result([_crashed("the worker process exited")] * pending.count)

@@ -9,17 +9,22 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-from asya.envelope import Envelope, Reason, Route
+from asya.envelope import Limits, Reason
 from asya.errors import RuntimeUnavailableError
 from asya.outcome import Success
 from asya.runtime.client import RuntimeClient
-from asya.runtime.frames import MAX_FRAME_BYTES
+from asya.runtime.frames import frame_bounds
+from tests.integration.runtime.processes import (
+    Runtime,
+    call,
+    connect,
+    start_runtime,
+    wait_for_file,
+)
 
 HANDLERS = textwrap.dedent(
     """
@@ -30,6 +35,8 @@ HANDLERS = textwrap.dedent(
     def work(doc):
         kind = doc.get("kind")
         if kind == "wait-file":
+            if "started" in doc:
+                pathlib.Path(doc["started"]).touch()
             while not pathlib.Path(doc["path"]).exists():
                 time.sleep(0.01)
         elif kind == "hang":
@@ -53,63 +60,15 @@ HANDLERS = textwrap.dedent(
 )
 
 
-class Runtime:
-    def __init__(self, process: asyncio.subprocess.Process, socket_path: str) -> None:
-        self.process = process
-        self.socket_path = socket_path
-
-    async def stderr(self) -> str:
-        assert self.process.stderr is not None
-        return (await self.process.stderr.read()).decode()
-
-
-async def start_runtime(tmp_path: Path, handler: str, **env: str) -> Runtime:
-    (tmp_path / "handlers_mod.py").write_text(HANDLERS)
-    socket_path = str(tmp_path / "rt.sock")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "asya.runtime",
-        env={
-            **os.environ,
-            "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-            "ASYA_HANDLER": handler,
-            "ASYA_SOCKET_PATH": socket_path,
-            **env,
-        },
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    return Runtime(process, socket_path)
-
-
-async def connect(runtime: Runtime) -> RuntimeClient:
-    """Retry until the runtime listens (it first starts its workers)."""
-    for _ in range(300):
-        if runtime.process.returncode is not None:
-            raise AssertionError(f"runtime exited: {await runtime.stderr()}")
-        client = RuntimeClient(runtime.socket_path)
-        try:
-            await client.connect()
-            return client
-        except RuntimeUnavailableError:
-            await asyncio.sleep(0.05)
-    raise AssertionError("runtime did not listen within 15 s")
-
-
 @pytest.fixture
 async def runtime(tmp_path):
-    rt = await start_runtime(tmp_path, "handlers_mod:work", ASYA_GRACE_S="10")
+    rt = await start_runtime(tmp_path, HANDLERS, "handlers_mod:work", ASYA_GRACE_S="10")
     client = await connect(rt)
     yield rt, client
     await client.aclose()
     if rt.process.returncode is None:
         rt.process.terminate()
         await rt.process.wait()
-
-
-def call(payload: dict, actor: str = "work") -> list[Envelope]:
-    return [Envelope(id="e", route=Route(curr=actor), payload=payload)]
 
 
 async def test_ping_answers_with_the_actor_as_declared(runtime):
@@ -121,13 +80,29 @@ async def test_ping_answers_with_the_actor_as_declared(runtime):
     assert pong.capacity == 1
 
 
+async def wait_until_refusing(rt: Runtime, timeout_s: float = 15) -> None:
+    """Wait until the runtime stops accepting connections (it is draining)."""
+    async with asyncio.timeout(timeout_s):
+        while True:
+            try:
+                _, writer = await asyncio.open_unix_connection(rt.socket_path)
+            except OSError:
+                return
+            writer.close()
+            await asyncio.sleep(0.01)
+
+
 async def test_calls_are_pipelined_on_one_connection_and_answered_in_any_order(runtime, tmp_path):
     _, client = runtime
-    release = tmp_path / "release"
-
+    started, release = tmp_path / "started", tmp_path / "release"
     slow = asyncio.create_task(
-        client.invoke(call({"kind": "wait-file", "path": str(release), "n": 1}))
+        client.invoke(
+            call({"kind": "wait-file", "started": str(started), "path": str(release), "n": 1})
+        )
     )
+    # The slow call holds its worker before the fast one is sent: it must go to the other.
+    await wait_for_file(started)
+
     [fast] = await client.invoke(call({"n": 2}))
     answered_first = not slow.done()
     release.touch()
@@ -190,14 +165,14 @@ async def test_a_worker_that_dies_mid_call_is_reported_and_replaced(runtime):
 
 async def test_sigterm_lets_the_call_in_flight_finish_then_exits_cleanly(runtime, tmp_path):
     rt, client = runtime
-    release = tmp_path / "release"
+    started, release = tmp_path / "started", tmp_path / "release"
     in_flight = asyncio.create_task(
-        client.invoke(call({"kind": "wait-file", "path": str(release)}))
+        client.invoke(call({"kind": "wait-file", "started": str(started), "path": str(release)}))
     )
-    await asyncio.sleep(0.2)
+    await wait_for_file(started)
 
     rt.process.send_signal(signal.SIGTERM)
-    await asyncio.sleep(0.2)
+    await wait_until_refusing(rt)
     release.touch()
     [outcome] = await in_flight
     code = await asyncio.wait_for(rt.process.wait(), 10)
@@ -211,7 +186,7 @@ async def test_a_broken_frame_closes_only_that_connection(runtime):
     rt, client = runtime
     reader, writer = await asyncio.open_unix_connection(rt.socket_path)
 
-    writer.write((MAX_FRAME_BYTES + 1).to_bytes(4, "big"))
+    writer.write((frame_bounds(Limits(), None).call_bytes + 1).to_bytes(4, "big"))
     await writer.drain()
     closed = await asyncio.wait_for(reader.read(), 5)
     writer.close()
@@ -222,7 +197,7 @@ async def test_a_broken_frame_closes_only_that_connection(runtime):
 
 
 async def test_a_class_actor_is_initialised_once_per_worker(tmp_path):
-    rt = await start_runtime(tmp_path, "handlers_mod:Model")
+    rt = await start_runtime(tmp_path, HANDLERS, "handlers_mod:Model")
     client = await connect(rt)
 
     outcomes = [(await client.invoke(call({}, "model")))[0] for _ in range(3)]
@@ -244,7 +219,7 @@ async def test_a_class_actor_is_initialised_once_per_worker(tmp_path):
 async def test_a_runtime_that_cannot_load_its_handler_exits_2_saying_why(
     tmp_path, handler, expected
 ):
-    rt = await start_runtime(tmp_path, handler)
+    rt = await start_runtime(tmp_path, HANDLERS, handler)
 
     code = await asyncio.wait_for(rt.process.wait(), 30)
 
