@@ -1,17 +1,20 @@
-"""The actor chain: decode → check → invoke → route → publish (confirmed) → ack.
+"""The actor chain: decode → check → invoke → route → publish (confirmed) → settle.
 
 One `Consumer` is one replica of one actor. It reads messages through a `MessageLoop`, asks
 `asya.routing` what to do with each, and carries the decisions out: every output is published
-and confirmed before the input is acked, so a crash at any point means redelivery, never loss.
-Anything that is not a valid envelope, or cannot be published as one, still ends in
-`error-end` with its reason. The handler is behind an `Invoker`: the local runner calls user
-code in-process, the sidecar calls the runtime over its socket; the chain is the same.
+and confirmed before the loop is told to ack the input, so a crash at any point means
+redelivery, never loss. Anything that is not a valid envelope, or cannot be published as one,
+still ends in `error-end` with its reason. A message whose outputs the broker would not take
+is given back (`Settle.REQUEUE`): that is the broker's failure, not the envelope's. The
+handler is behind an `Invoker`: the local runner calls user code in-process, the sidecar
+calls the runtime over its socket; the chain is the same.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,9 +33,9 @@ from asya.envelope import (
     encode_envelope,
     new_envelope_id,
 )
-from asya.errors import EnvelopeError, PayloadTooLargeError, UnknownActorError
+from asya.errors import EnvelopeError, PayloadTooLargeError, TransportError, UnknownActorError
 from asya.handler import Invoker
-from asya.message_loop import MessageLoop
+from asya.message_loop import MessageLoop, Settle
 from asya.outcome import Outcome, Success
 from asya.retry import RetryPolicy, next_delay_ms
 from asya.routing import (
@@ -47,6 +50,8 @@ from asya.routing import (
     plan_unknown_actor,
 )
 from asya.transport.base import Message, Transport
+
+log = logging.getLogger(__name__)
 
 
 class StepResult(enum.StrEnum):
@@ -134,8 +139,8 @@ class Consumer:
         await self.loop.stop(grace_s)
         await self._invoker.aclose()
 
-    async def handle(self, messages: Sequence[Message]) -> None:
-        """Process a batch of messages (one, unless the actor batches) and settle each."""
+    async def handle(self, messages: Sequence[Message]) -> list[Settle]:
+        """Process a batch of messages (one, unless the actor batches); how to settle each."""
         started = self._clock.monotonic()
         plans = [self._admit(message) for message in messages]
         callable_plans = [p for p in plans if p.source is not None and not p.deliveries]
@@ -144,12 +149,25 @@ class Consumer:
             outcomes = await self._invoker.invoke(envelopes)
             for plan, outcome in zip(callable_plans, outcomes, strict=True):
                 self._route(plan, outcome)
-        for plan in plans:
-            await asyncio.gather(*(self._publish(d, plan.source) for d in plan.deliveries))
-            # Ack only after every output is confirmed, or a crash here loses the envelope.
-            await self._transport.ack(plan.message)
-            duration = self._clock.monotonic() - started
-            self._observer.on_step(self.config.actor, plan.result, duration, len(plan.deliveries))
+        return [await self._deliver(plan, started) for plan in plans]
+
+    async def _deliver(self, plan: _Plan, started: float) -> Settle:
+        """Publish a plan's outputs; ack only once every one is confirmed."""
+        published = await asyncio.gather(
+            *(self._publish(d, plan.source) for d in plan.deliveries), return_exceptions=True
+        )
+        for result in published:
+            if isinstance(result, TransportError):
+                log.warning(
+                    "outputs not confirmed; the envelope goes back to the queue",
+                    extra={"actor": self.config.actor, "error": str(result)},
+                )
+                return Settle.REQUEUE
+            if isinstance(result, BaseException):
+                raise result
+        duration = self._clock.monotonic() - started
+        self._observer.on_step(self.config.actor, plan.result, duration, len(plan.deliveries))
+        return Settle.ACK
 
     def _admit(self, message: Message) -> _Plan:
         """Decode and check; a plan with deliveries already made never reaches user code."""

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import base64
 import enum
+import hashlib
 import random
-from datetime import datetime
+import re
+from datetime import UTC, datetime
 from typing import Annotated, Any, Final, TypeAlias
 
 import msgspec
@@ -37,6 +39,22 @@ REPLY_TO_HEADER: Final = "reply_to"
 
 ENVELOPE_OVERHEAD_BYTES: Final = 64 * 1024
 """Room for an envelope's own fields on top of the payload limit when checking a raw body."""
+
+RAW_BODY_KEPT_BYTES: Final = 16 * 1024
+"""How much of a body that is not an envelope a failure record keeps (with its size and hash),
+so a record never outgrows what the broker accepted."""
+
+_ACTOR_NAME = re.compile(ACTOR_NAME_PATTERN)
+
+
+def actor_name_problem(name: str) -> str | None:
+    """Why `name` is not a valid actor name, or None when it is."""
+    if len(name) > ACTOR_NAME_MAX_LENGTH or not _ACTOR_NAME.match(name):
+        return (
+            f"'{name[:100]}' is not a valid actor name: use lowercase letters, digits and '-',"
+            f" at most {ACTOR_NAME_MAX_LENGTH} characters"
+        )
+    return None
 
 
 class Phase(enum.StrEnum):
@@ -63,6 +81,14 @@ class Reason(enum.StrEnum):
     WORKER_CRASHED = "WorkerCrashed"
     DELIVERY_LIMIT_EXCEEDED = "DeliveryLimitExceeded"
     """The broker gave up on a message that kept crashing its consumer (a poison message)."""
+    EXPIRED = "Expired"
+    """The broker dropped the message from an actor's queue when its time to live ran out."""
+    QUEUE_OVERFLOW = "QueueOverflow"
+    """The broker pushed the message out of an actor's queue that was over its length limit."""
+    REJECTED = "Rejected"
+    """A consumer other than asya's rejected the message from an actor's queue."""
+    NO_FAILURE_RECORDED = "NoFailureRecorded"
+    """The envelope was published to `error-end` directly, without a failed status."""
 
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,6 +99,12 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
 
     hop_limit: Annotated[int, msgspec.Meta(gt=0)] = 64
     """Most actors an envelope may pass through; stops agent loops that never end."""
+
+    def __post_init__(self) -> None:
+        if self.max_payload_bytes <= 0:
+            raise EnvelopeError(f"max_payload_bytes must be > 0, got {self.max_payload_bytes}")
+        if self.hop_limit <= 0:
+            raise EnvelopeError(f"hop_limit must be > 0, got {self.hop_limit}")
 
 
 END_LIMITS: Final = Limits(max_payload_bytes=2**62)
@@ -86,6 +118,13 @@ class Route(msgspec.Struct, frozen=True, kw_only=True):
     prev: tuple[str, ...] = ()
     curr: ActorName
     next: tuple[ActorName, ...] = ()
+
+    def __post_init__(self) -> None:
+        # Decoding checks the same pattern; this holds envelopes built in code to it too.
+        for name in (self.curr, *self.next):
+            problem = actor_name_problem(name)
+            if problem is not None:
+                raise EnvelopeError(f"route: {problem}")
 
 
 class ErrorInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -127,6 +166,10 @@ class Envelope(msgspec.Struct, frozen=True, kw_only=True):
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Envelope)
+_portable_encoder = msgspec.msgpack.Encoder()
+
+_MAYBE_WIDE_INT: Final = re.compile(rb"\d{19}")
+"""A run of 19 digits: the shortest integer outside the 64-bit range (-2**63 - 1) has it."""
 
 _CROCKFORD: Final = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -190,13 +233,67 @@ def decode_envelope(body: bytes, limits: Limits) -> Envelope:
             observed_bytes=len(body),
         )
     try:
-        return _decoder.decode(body)
+        envelope = _decoder.decode(body)
     except msgspec.ValidationError as exc:
         raise EnvelopeError(f"not a valid envelope: {exc}") from exc
     except msgspec.DecodeError as exc:
         raise EnvelopeError(f"not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise EnvelopeError("not a valid envelope: nested too deeply") from exc
+    except (UnicodeError, ValueError, TypeError, OverflowError) as exc:
+        raise EnvelopeError(f"not valid JSON: {exc}") from exc
+    if _MAYBE_WIDE_INT.search(body) is not None:
+        _check_portable(envelope)
+    return _with_aware_times(envelope)
 
 
-def body_as_text(body: bytes) -> str:
-    """Raw bytes in a form that always fits in JSON: base64."""
-    return base64.b64encode(body).decode("ascii")
+def _check_portable(envelope: Envelope) -> None:
+    # JSON allows any integer; the runtime's msgpack frames carry 64 bits. Refuse here, so an
+    # envelope decodes only if every hop (and every transport) can carry it.
+    try:
+        _portable_encoder.encode(envelope)
+    except OverflowError as exc:
+        raise EnvelopeError(
+            "not a valid envelope: it holds an integer outside the 64-bit range"
+            " (-2**63 .. 2**64-1); send such numbers as strings"
+        ) from exc
+    except (RecursionError, ValueError, TypeError) as exc:
+        raise EnvelopeError(f"not a valid envelope: {exc}") from exc
+
+
+def _with_aware_times(envelope: Envelope) -> Envelope:
+    # A time without a timezone is read as UTC: comparing it with an aware `now` would raise.
+    status = envelope.status
+    if all(
+        t is None or t.tzinfo is not None
+        for t in (status.created_at, status.updated_at, status.deadline_at)
+    ):
+        return envelope
+    fixed = msgspec.structs.replace(
+        status,
+        created_at=_aware(status.created_at),
+        updated_at=_aware(status.updated_at),
+        deadline_at=_aware(status.deadline_at),
+    )
+    return msgspec.structs.replace(envelope, status=fixed)
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)
+
+
+def raw_body_record(body: bytes) -> dict[str, Payload]:
+    """What a failure record keeps of bytes that are not an envelope.
+
+    The first `RAW_BODY_KEPT_BYTES` as base64, the full size and sha256, and whether it was
+    cut: enough to recognise and debug the message, never larger than a few tens of KiB.
+    """
+    kept = body[:RAW_BODY_KEPT_BYTES]
+    return {
+        "body_base64": base64.b64encode(kept).decode("ascii"),
+        "body_bytes": len(body),
+        "body_sha256": hashlib.sha256(body).hexdigest(),
+        "body_truncated": len(kept) < len(body),
+    }

@@ -40,8 +40,11 @@ class SettingsError(AsyaError):
         self.value = value
 
 
-class EnvelopeError(AsyaError):
-    """Bytes that do not decode to a valid envelope, or an envelope that cannot be encoded."""
+class EnvelopeError(AsyaError, ValueError):
+    """Bytes that do not decode to a valid envelope, or an envelope that cannot be encoded.
+
+    Also a `ValueError`, so that msgspec reports it as a validation error while decoding.
+    """
 
 
 class PayloadTooLargeError(EnvelopeError):

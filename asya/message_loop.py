@@ -1,10 +1,18 @@
-"""MessageLoop: pull messages from one queue, hand them to a handler, drain on stop.
+"""MessageLoop: pull messages from one queue, hand them to a handler, settle each, drain on stop.
 
 Owns the mechanics every queue consumer shares — subscribe, bounded concurrency, optional
-batching (up to N messages or T milliseconds), and a graceful stop: stop pulling, let in-flight
-work finish within a grace period, cancel what is left and requeue every message still owned.
-It does not decide anything about envelopes: the handler it is given settles each message.
-Used by `asya.consumer` (actors) and `asya.crew` (end actors).
+batching (up to N messages or T milliseconds), pausing (stop receiving, keep what is held) and a
+graceful stop: stop pulling, let in-flight work finish within a grace period, cancel what is
+left and give back every message still owned.
+
+It is also the one place where a message is settled. The handler decides nothing about acks:
+it returns a `Settle` per message — `ACK` once everything the message produced is confirmed,
+`REQUEUE` when it could not be (the broker failed us: not the message's fault). A handler that
+raises is a bug in asya, not in the message; so that one bad message cannot take its
+batch-mates down with it, a failed batch is handled again one message at a time, and only a
+message that fails alone is requeued (on a quorum queue its delivery limit then sends it to
+`error-end` as `DeliveryLimitExceeded`). Used by `asya.consumer` (actors) and `asya.crew`
+(end actors).
 """
 
 from __future__ import annotations
@@ -19,12 +27,24 @@ from asya.transport.base import Message, Subscription, Transport
 
 log = logging.getLogger(__name__)
 
-BatchHandler = Callable[[Sequence[Message]], Awaitable[None]]
+
+class Settle(enum.Enum):
+    """What becomes of a message once its handler is done with it."""
+
+    ACK = "ack"
+    """Done: whatever it produced is confirmed; remove it for good."""
+    REQUEUE = "requeue"
+    """Give it back for redelivery (counts as a delivery on quorum queues)."""
+
+
+BatchHandler = Callable[[Sequence[Message]], Awaitable[Sequence[Settle]]]
+"""Handles messages (one, unless the actor batches) and says how to settle each, in order."""
 
 
 class LoopState(enum.Enum):
     STARTING = "starting"
     RUNNING = "running"
+    PAUSED = "paused"
     DRAINING = "draining"
     STOPPED = "stopped"
 
@@ -61,6 +81,18 @@ class MessageLoop:
         self._puller = asyncio.create_task(self._pull(self._subscription))
         self.state = LoopState.RUNNING
 
+    async def pause(self) -> None:
+        """Stop receiving new messages; those in hand stay owned and are still worked on."""
+        if self.state is LoopState.RUNNING and self._subscription is not None:
+            self.state = LoopState.PAUSED
+            await self._subscription.pause()
+
+    async def resume(self) -> None:
+        """Receive again after `pause`."""
+        if self.state is LoopState.PAUSED and self._subscription is not None:
+            await self._subscription.resume()
+            self.state = LoopState.RUNNING
+
     async def stop(self, grace_s: float) -> None:
         """Stop pulling, give in-flight work `grace_s` to finish, requeue the rest."""
         if self.state is LoopState.STOPPED:
@@ -76,6 +108,7 @@ class MessageLoop:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
         if self._subscription is not None:
+            # Gives back whatever is still owned: messages of cancelled calls included.
             await self._subscription.close()
         self.state = LoopState.STOPPED
 
@@ -120,15 +153,33 @@ class MessageLoop:
 
     async def _run(self, messages: Sequence[Message]) -> None:
         try:
-            await self._handle(messages)
-        except Exception:
-            # A process boundary: whatever went wrong, give the messages back and keep going.
-            log.exception("handling failed; messages requeued", extra={"actor": self._actor})
-            for message in messages:
-                with contextlib.suppress(Exception):
-                    await self._transport.requeue(message)
+            await self._process(messages)
         finally:
             self._slots.release()
             task = asyncio.current_task()
             if task is not None:
                 self._inflight.discard(task)
+
+    async def _process(self, messages: Sequence[Message]) -> None:
+        try:
+            settles = await self._handle(messages)
+        except Exception:
+            # A process boundary: whatever went wrong, keep consuming and lose nothing.
+            if len(messages) > 1:
+                log.warning(
+                    "batch failed; handling its messages one by one",
+                    extra={"actor": self._actor, "batch": len(messages)},
+                )
+                for message in messages:
+                    await self._process([message])
+                return
+            log.exception("handling failed; message requeued", extra={"actor": self._actor})
+            settles = [Settle.REQUEUE]
+        for message, settle in zip(messages, settles, strict=True):
+            await self._settle(message, settle)
+
+    async def _settle(self, message: Message, settle: Settle) -> None:
+        if settle is Settle.ACK:
+            await self._transport.ack(message)
+        else:
+            await self._transport.requeue(message)

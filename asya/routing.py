@@ -16,7 +16,6 @@ and carries out the deliveries. The rules (DESIGN.md §3):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
@@ -24,8 +23,6 @@ from typing import Final
 import msgspec
 
 from asya.envelope import (
-    ACTOR_NAME_MAX_LENGTH,
-    ACTOR_NAME_PATTERN,
     Envelope,
     ErrorInfo,
     Limits,
@@ -33,7 +30,8 @@ from asya.envelope import (
     Reason,
     Route,
     Status,
-    body_as_text,
+    actor_name_problem,
+    raw_body_record,
 )
 from asya.outcome import Emitted, Failure, Success
 
@@ -41,7 +39,12 @@ HAPPY_END: Final = "happy-end"
 ERROR_END: Final = "error-end"
 END_ACTORS: Final = frozenset({HAPPY_END, ERROR_END})
 
-_ACTOR_NAME = re.compile(ACTOR_NAME_PATTERN)
+ERROR_MESSAGE_MAX_CHARS: Final = 4_000
+"""Longest error message a record keeps (a handler may raise with megabytes of text)."""
+TRACEBACK_MAX_CHARS: Final = 16_000
+"""Longest traceback a record keeps; the end, where the error was raised, is what is kept."""
+RETRY_HISTORY_MAX: Final = 16
+"""Earlier failed attempts an envelope carries on after a success (newest kept)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,12 +76,7 @@ def route_name_problem(name: str) -> str | None:
             f"'{name}' is an end actor and cannot be routed to: return None to end"
             " successfully, raise to fail"
         )
-    if len(name) > ACTOR_NAME_MAX_LENGTH or not _ACTOR_NAME.match(name):
-        return (
-            f"'{name}' is not a valid actor name: use lowercase letters, digits and '-',"
-            f" at most {ACTOR_NAME_MAX_LENGTH} characters"
-        )
-    return None
+    return actor_name_problem(name)
 
 
 def check_arrival(
@@ -131,12 +129,8 @@ def plan_failure(
 ) -> Delivery:
     """A retry after `delay_ms`, or `error-end` when `delay_ms` is None."""
     status = envelope.status
-    error = ErrorInfo(
-        type=failure.type,
-        message=failure.message,
-        actor=envelope.route.curr,
-        attempt=status.attempt,
-        traceback=failure.traceback,
+    error = _error_info(
+        failure.type, failure.message, envelope.route.curr, status.attempt, failure.traceback
     )
     if delay_ms is not None:
         retried = msgspec.structs.replace(
@@ -165,11 +159,8 @@ def plan_failure(
 
 def plan_rejection(envelope: Envelope, rejection: Rejection, now: datetime) -> Delivery:
     """Send `envelope` to `error-end` for a reason found outside user code."""
-    error = ErrorInfo(
-        type=rejection.reason.value,
-        message=rejection.message,
-        actor=envelope.route.curr,
-        attempt=envelope.status.attempt,
+    error = _error_info(
+        rejection.reason.value, rejection.message, envelope.route.curr, envelope.status.attempt
     )
     failed = msgspec.structs.replace(
         envelope.status,
@@ -185,14 +176,41 @@ def plan_rejection(envelope: Envelope, rejection: Rejection, now: datetime) -> D
 def plan_malformed(
     body: bytes, rejection: Rejection, *, actor: str, envelope_id: str, now: datetime
 ) -> Delivery:
-    """Wrap bytes that are not an envelope into one for `error-end`, keeping the raw body."""
+    """Wrap bytes that are not an envelope into one for `error-end`, keeping the raw body.
+
+    The record keeps the body's start, size and sha256 (`raw_body_record`), so it stays small
+    whatever arrived.
+    """
     wrapped = Envelope(
         id=envelope_id,
         route=Route(curr=actor),
-        payload={"body_base64": body_as_text(body), "body_bytes": len(body)},
+        payload=raw_body_record(body),
         status=Status(created_at=now),
     )
     return plan_rejection(wrapped, rejection, now)
+
+
+def _error_info(
+    kind: str, message: str, actor: str, attempt: int, traceback: str | None = None
+) -> ErrorInfo:
+    if len(message) > ERROR_MESSAGE_MAX_CHARS:
+        cut = len(message) - ERROR_MESSAGE_MAX_CHARS
+        message = f"{message[:ERROR_MESSAGE_MAX_CHARS]}... [{cut} more characters]"
+    if traceback is not None and len(traceback) > TRACEBACK_MAX_CHARS:
+        cut = len(traceback) - TRACEBACK_MAX_CHARS
+        traceback = f"[{cut} characters cut]...{traceback[-TRACEBACK_MAX_CHARS:]}"
+    return ErrorInfo(
+        type=kind[:200], message=message, actor=actor, attempt=attempt, traceback=traceback
+    )
+
+
+def _history(retries: tuple[ErrorInfo, ...]) -> tuple[ErrorInfo, ...]:
+    # What an envelope carries on: every attempt's error without its traceback (the record of
+    # the attempt that finally failed keeps its own), and only the newest, so it stays small.
+    return tuple(
+        msgspec.structs.replace(error, traceback=None) if error.traceback else error
+        for error in retries[-RETRY_HISTORY_MAX:]
+    )
 
 
 def _advance(
@@ -210,6 +228,7 @@ def _advance(
         created_at=envelope.status.created_at,
         updated_at=now,
         deadline_at=envelope.status.deadline_at,
+        retries=_history(envelope.status.retries),
     )
     prev = (*envelope.route.prev, envelope.route.curr)
     if out.next:

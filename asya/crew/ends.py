@@ -1,16 +1,26 @@
 """The end actors: where every envelope's journey is recorded and answered.
 
 `happy-end` and `error-end` consume their queues like any actor, hand each final envelope to a
-`Sink` (the local runner prints and counts; the sidecar will store), send it to the `reply_to`
-queue if the envelope names one, and ack. Nothing is refused: bytes that are not an envelope
-are wrapped with their reason and recorded at `error-end` too.
+`Sink` (the local runner prints and counts; the sidecar logs), answer the `reply_to` queue if
+the envelope names one, and tell their loop to ack. Nothing is refused and nothing is lost:
+- bytes that are not an envelope are wrapped with their reason (and a bounded record of the
+  body) and recorded at `error-end`;
+- at `error-end`, an envelope the broker dead-lettered is recorded with the broker's reason
+  (`DeliveryLimitExceeded`, `Expired`, `QueueOverflow`, `Rejected`), and one published there
+  without a failed status as `NoFailureRecorded`: every way in has its own reason;
+- what the sink cannot store goes to the namespace's parking queue with the sink's error, and
+  only a broker that cannot even take that makes the message go back to the queue;
+- `reply_to` is answered only when it names a reply queue of this namespace (one a client
+  declared for it, see `asya.transport.base`); anything else is refused with a log line, and
+  the envelope is still recorded exactly once.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 from asya.clock import Clock
 from asya.envelope import (
@@ -23,16 +33,49 @@ from asya.envelope import (
     encode_envelope,
     new_envelope_id,
 )
-from asya.errors import EnvelopeError
-from asya.message_loop import MessageLoop
+from asya.errors import EnvelopeError, TransportError, UnknownActorError
+from asya.message_loop import MessageLoop, Settle
 from asya.routing import ERROR_END, HAPPY_END, Rejection, plan_malformed, plan_rejection
-from asya.transport.base import Message, Transport
+from asya.transport.base import Death, DeathReason, Message, Transport
+
+log = logging.getLogger(__name__)
+
+DEATH_REASONS: Final = {
+    DeathReason.DELIVERY_LIMIT: Reason.DELIVERY_LIMIT_EXCEEDED,
+    DeathReason.EXPIRED: Reason.EXPIRED,
+    DeathReason.MAXLEN: Reason.QUEUE_OVERFLOW,
+    DeathReason.REJECTED: Reason.REJECTED,
+}
+
+_DEATH_WORDS: Final = {
+    DeathReason.DELIVERY_LIMIT: "redelivered past its delivery limit: it kept crashing"
+    " the consumer",
+    DeathReason.EXPIRED: "its time to live ran out before it was consumed",
+    DeathReason.MAXLEN: "the queue was over its length limit",
+    DeathReason.REJECTED: "a consumer rejected it",
+}
 
 
 class Sink(Protocol):
     """Where final envelopes are kept."""
 
     async def record(self, envelope: Envelope) -> None: ...
+
+
+def arrival_rejection(envelope: Envelope, death: Death | None) -> Rejection | None:
+    """Why an envelope reached `error-end`, when no actor's failure says so already."""
+    if death is not None:
+        return Rejection(
+            DEATH_REASONS[death.reason],
+            f"dead-lettered by the broker from {death.queue}: {_DEATH_WORDS[death.reason]}",
+        )
+    if envelope.status.phase is not Phase.FAILED:
+        return Rejection(
+            Reason.NO_FAILURE_RECORDED,
+            f"published to {ERROR_END} with phase '{envelope.status.phase.value}' and no"
+            " failure: error-end records failures that actors decided",
+        )
+    return None
 
 
 class EndActor:
@@ -63,40 +106,81 @@ class EndActor:
     async def stop(self, grace_s: float) -> None:
         await self.loop.stop(grace_s)
 
-    async def handle(self, messages: Sequence[Message]) -> None:
-        for message in messages:
-            await self._finish(message)
-            await self._transport.ack(message)
+    async def handle(self, messages: Sequence[Message]) -> list[Settle]:
+        return [await self._finish(message) for message in messages]
 
-    async def _finish(self, message: Message) -> None:
+    async def _finish(self, message: Message) -> Settle:
+        try:
+            envelope = self._final_envelope(message)
+            if envelope is None:
+                return Settle.ACK
+            await self._keep(envelope, message)
+        except TransportError as exc:
+            log.warning(
+                "final envelope not recorded; back to the queue",
+                extra={"actor": self.name, "error": str(exc)},
+            )
+            return Settle.REQUEUE
+        return Settle.ACK
+
+    def _final_envelope(self, message: Message) -> Envelope | None:
+        """The envelope to record, with the reason it arrived when it brings none."""
+        now = self._clock.now()
         try:
             envelope = decode_envelope(message.body, END_LIMITS)
         except EnvelopeError as exc:
-            now = self._clock.now()
-            wrapped = plan_malformed(
+            how = f" (dead-lettered: {message.death.reason.value})" if message.death else ""
+            return plan_malformed(
                 message.body,
-                Rejection(Reason.MALFORMED_ENVELOPE, f"reached {self.name}: {exc}"),
+                Rejection(Reason.MALFORMED_ENVELOPE, f"reached {self.name}{how}: {exc}"),
                 actor=self.name,
                 envelope_id=new_envelope_id(now, self._rng),
                 now=now,
-            )
-            if self.name == HAPPY_END:
-                await self._transport.publish(
-                    ERROR_END, encode_envelope(wrapped.envelope, END_LIMITS)
-                )
-                return
-            envelope = wrapped.envelope
-        if self.name == ERROR_END and envelope.status.phase is not Phase.FAILED:
-            # No actor decided this: the broker dead-lettered it past the delivery limit.
-            envelope = plan_rejection(
-                envelope,
-                Rejection(
-                    Reason.DELIVERY_LIMIT_EXCEEDED,
-                    "redelivered past the queue's delivery limit: it kept crashing the consumer",
-                ),
-                self._clock.now(),
             ).envelope
-        await self._sink.record(envelope)
+        if self.name == ERROR_END:
+            rejection = arrival_rejection(envelope, message.death)
+            if rejection is not None:
+                envelope = plan_rejection(envelope, rejection, now).envelope
+        return envelope
+
+    async def _keep(self, envelope: Envelope, message: Message) -> None:
+        """Record at this end (a malformed arrival at happy-end is sent on to error-end).
+
+        Raises:
+            TransportError: the broker took neither the record nor the parked message.
+        """
+        if self.name == HAPPY_END and envelope.status.phase is Phase.FAILED:
+            try:
+                await self._transport.publish(ERROR_END, encode_envelope(envelope, END_LIMITS))
+                return
+            except UnknownActorError:
+                await self._park(message, f"{ERROR_END} has no queue")
+                return
+        try:
+            await self._sink.record(envelope)
+        except Exception as exc:  # the sink is a boundary: whatever it raised, park, never drop
+            log.error("sink failed; message parked", extra={"actor": self.name, "error": repr(exc)})
+            await self._park(message, f"{self.name} could not record it: {exc!r}")
+            return
+        await self._reply(envelope)
+
+    async def _park(self, message: Message, reason: str) -> None:
+        await self._transport.park(message.body, reason=reason)
+
+    async def _reply(self, envelope: Envelope) -> None:
         reply_to = envelope.headers.get(REPLY_TO_HEADER)
-        if reply_to:
-            await self._transport.publish_reply(reply_to, message.body)
+        if not reply_to:
+            return
+        if not self._transport.is_reply_queue(reply_to):
+            log.warning(
+                "reply_to refused: not a reply queue a client declared",
+                extra={"actor": self.name, "envelope_id": envelope.id, "reply_to": reply_to[:300]},
+            )
+            return
+        try:
+            await self._transport.publish_reply(reply_to, encode_envelope(envelope, END_LIMITS))
+        except (EnvelopeError, ValueError, TransportError) as exc:
+            log.warning(
+                "reply not sent",
+                extra={"actor": self.name, "envelope_id": envelope.id, "error": str(exc)},
+            )

@@ -5,10 +5,18 @@ routing; consumers decide, transports carry out. Guarantees every implementation
 publishes are confirmed before `publish` returns, and a publish to an actor with no queue
 raises `UnknownActorError` instead of dropping the message; a consumed message stays owned
 (unacked) until `ack` or `requeue`, and a closed subscription gives back what it still owns.
+
+Besides the actors' queues a namespace has two kinds of queue no actor can be named after
+(their names hold a `.`, which DNS-1123 actor names never do): the **parking** queue, where
+whatever an end actor cannot record is kept (never nowhere), and **reply** queues, which
+clients declare to wait for final envelopes. End actors answer `reply_to` only when it names a
+reply queue of their namespace, so a sender cannot make them publish anywhere else.
 """
 
 from __future__ import annotations
 
+import enum
+import re
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -16,6 +24,46 @@ from typing import Protocol
 def queue_name(namespace: str, actor: str) -> str:
     """The broker queue of `actor` in `namespace`: `asya-{namespace}-{actor}`."""
     return f"asya-{namespace}-{actor}"
+
+
+def parking_queue_name(namespace: str) -> str:
+    """The namespace's parking queue: `asya-{namespace}.parking` (no actor can have it)."""
+    return f"asya-{namespace}.parking"
+
+
+def reply_queue_name(namespace: str, token: str) -> str:
+    """A client's reply queue: `asya-{namespace}.reply.{token}`, token 32 hex digits."""
+    return f"asya-{namespace}.reply.{token}"
+
+
+_REPLY_TOKEN = re.compile(r"[0-9a-f]{32}")
+
+
+def is_reply_queue_name(namespace: str, name: str) -> bool:
+    """Whether `name` is a reply queue of `namespace` (and so a `reply_to` end actors answer)."""
+    prefix = reply_queue_name(namespace, "")
+    return name.startswith(prefix) and _REPLY_TOKEN.fullmatch(name[len(prefix) :]) is not None
+
+
+class DeathReason(enum.StrEnum):
+    """Why the broker dead-lettered a message into the queue it was consumed from."""
+
+    DELIVERY_LIMIT = "delivery_limit"
+    """Redelivered past the queue's delivery limit (it kept crashing its consumer)."""
+    EXPIRED = "expired"
+    """Its time to live (per message or per queue) ran out before anyone consumed it."""
+    MAXLEN = "maxlen"
+    """The queue was over its length limit."""
+    REJECTED = "rejected"
+    """A consumer rejected it without requeueing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Death:
+    """The broker's last dead-lettering of a message: why, and from which queue."""
+
+    reason: DeathReason
+    queue: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +74,8 @@ class Message:
     body: bytes
     tag: int
     redelivered: bool = False
+    death: Death | None = None
+    """Set when the broker dead-lettered this very message into this queue."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +98,14 @@ class Subscription(Protocol):
         """The next message, or None once closed. Cancelling it takes nothing off the queue."""
         ...
 
+    async def pause(self) -> None:
+        """Stop receiving new messages; those already received stay owned (not requeued)."""
+        ...
+
+    async def resume(self) -> None:
+        """Receive again after `pause`."""
+        ...
+
     async def close(self) -> None:
         """Stop receiving and requeue every message still unsettled."""
         ...
@@ -66,6 +124,11 @@ class ReplyQueue(Protocol):
 
 class Transport(Protocol):
     """Moves bytes between actor queues; see the module docstring for its guarantees."""
+
+    @property
+    def can_publish(self) -> bool:
+        """Whether a publish can be attempted now (connected, publish channel open)."""
+        ...
 
     async def declare(self, actor: str) -> None:
         """Make sure `actor`'s queue exists (idempotent)."""
@@ -96,12 +159,28 @@ class Transport(Protocol):
         """How many messages `actor`'s queue holds."""
         ...
 
+    async def park(self, body: bytes, *, reason: str) -> None:
+        """Keep `body` on the namespace's parking queue, with `reason`; returns once confirmed.
+
+        Raises:
+            TransportError: the publish was not confirmed.
+        """
+        ...
+
+    def is_reply_queue(self, name: str) -> bool:
+        """Whether `name` is a reply queue of this transport's namespace."""
+        ...
+
     async def open_reply_queue(self) -> ReplyQueue:
-        """A new private queue for replies."""
+        """A new private queue for replies, named so that `is_reply_queue` accepts it."""
         ...
 
     async def publish_reply(self, reply_to: str, body: bytes) -> None:
-        """Send `body` to a reply queue; a reply queue that is gone is not an error."""
+        """Send `body` to a reply queue; a reply queue that is gone is not an error.
+
+        Raises:
+            ValueError: `reply_to` is not a reply queue of this namespace (see `is_reply_queue`).
+        """
         ...
 
     async def aclose(self) -> None: ...

@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+import uuid
 from dataclasses import dataclass, field
 
 from asya.errors import TransportError, UnknownActorError
-from asya.transport.base import Message, QueueDepth
+from asya.transport.base import Message, QueueDepth, is_reply_queue_name, reply_queue_name
 
 
 @dataclass
@@ -34,13 +35,19 @@ class MemorySubscription:
         self._prefetch = prefetch
         self._owned: set[int] = set()
         self._closed = False
+        self._paused = False
 
     async def get(self) -> Message | None:
         """The next message, or None once closed. Cancelling it takes nothing off the queue."""
         queue = self._transport._queue(self._actor)
         async with self._transport._changed:
             await self._transport._changed.wait_for(
-                lambda: self._closed or (bool(queue.ready) and len(self._owned) < self._prefetch)
+                lambda: (
+                    self._closed
+                    or (
+                        not self._paused and bool(queue.ready) and len(self._owned) < self._prefetch
+                    )
+                )
             )
             if self._closed:
                 return None
@@ -51,6 +58,15 @@ class MemorySubscription:
 
     def _settled(self, tag: int) -> None:
         self._owned.discard(tag)
+
+    async def pause(self) -> None:
+        async with self._transport._changed:
+            self._paused = True
+
+    async def resume(self) -> None:
+        async with self._transport._changed:
+            self._paused = False
+            self._transport._changed.notify_all()
 
     async def close(self) -> None:
         async with self._transport._changed:
@@ -87,7 +103,10 @@ class MemoryReplyQueue:
 class MemoryTransport:
     """Queues in this process; see the module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(self, namespace: str = "local") -> None:
+        self.namespace = namespace
+        self.parked: list[tuple[bytes, str]] = []
+        """What end actors could not record, with why: the parking queue of this transport."""
         self._queues: dict[str, _Queue] = {}
         self._changed = asyncio.Condition()
         self._tags = itertools.count(1)
@@ -95,8 +114,11 @@ class MemoryTransport:
         self._firing: set[asyncio.Task[None]] = set()
         self._subscriptions: set[MemorySubscription] = set()
         self._replies: dict[str, MemoryReplyQueue] = {}
-        self._reply_ids = itertools.count(1)
         self._closed = False
+
+    @property
+    def can_publish(self) -> bool:
+        return not self._closed
 
     def _queue(self, actor: str) -> _Queue:
         queue = self._queues.get(actor)
@@ -162,12 +184,22 @@ class MemoryTransport:
         queue = self._queue(actor)
         return QueueDepth(ready=len(queue.ready), unacked=len(queue.unacked))
 
+    async def park(self, body: bytes, *, reason: str) -> None:
+        if self._closed:
+            raise TransportError("memory transport is closed")
+        self.parked.append((body, reason))
+
+    def is_reply_queue(self, name: str) -> bool:
+        return is_reply_queue_name(self.namespace, name)
+
     async def open_reply_queue(self) -> MemoryReplyQueue:
-        reply = MemoryReplyQueue(self, f"reply-{next(self._reply_ids)}")
+        reply = MemoryReplyQueue(self, reply_queue_name(self.namespace, uuid.uuid4().hex))
         self._replies[reply.name] = reply
         return reply
 
     async def publish_reply(self, reply_to: str, body: bytes) -> None:
+        if not self.is_reply_queue(reply_to):
+            raise ValueError(f"'{reply_to}' is not a reply queue of namespace '{self.namespace}'")
         reply = self._replies.get(reply_to)
         if reply is not None:
             reply.inbox.put_nowait(body)

@@ -4,17 +4,27 @@ Topology, declared idempotently by whoever needs it first (sidecar, client, loca
 - exchange `asya` (direct, durable); queue `asya-{namespace}-{actor}` per actor, durable,
   quorum by default (classic as an option), bound with its own name as routing key;
 - quorum queues carry a delivery limit: a message redelivered past it (one that keeps
-  crashing its consumer) is dead-lettered to `error-end`, never looped for ever;
+  crashing its consumer) is dead-lettered — an actor's to `error-end`, which records it with
+  the broker's reason; an end actor's to the namespace's parking queue. No queue dead-letters
+  into itself or into a cycle;
+- the parking queue `asya-{namespace}.parking` keeps what an end actor could not record
+  (declared with the end actors' queues, so a dead-letter always has somewhere to go);
 - retries wait in delay queues `asya-{namespace}-{actor}-retry-{ms}ms`: a per-queue TTL,
-  then dead-lettered back to the actor's queue. Delays are rounded to a fixed ladder
-  (`DELAY_LADDER_MS`) so an actor needs only a handful of them.
+  then dead-lettered back to the actor's queue. Delays are rounded *down* to a fixed ladder
+  (`DELAY_LADDER_MS`), so an actor needs only a handful of them and no retry waits longer
+  than its policy asked;
+- reply queues `asya-{namespace}.reply.{token}` are exclusive, declared by clients.
 
 Publishes are persistent, `mandatory` and confirmed: `publish` returns once the broker has
 the message, many may be in flight on one channel, and a message no queue would take raises
-`UnknownActorError` instead of vanishing. The connection is aio-pika's robust one: after a
-loss it reconnects with backoff and restores channels and consumers; messages that were in
-flight are redelivered by the broker (at-least-once), and settling them on the dead channel
-is logged, not raised. aio-pika errors are wrapped as `TransportError` here, at the edge.
+`UnknownActorError` instead of vanishing. Each publish carries its own properties (its own
+message id, which is how the broker's return of an unroutable message finds its publish).
+A publish channel the broker closed is reopened on the next publish; `can_publish` says
+whether publishing is possible now (the sidecar's readiness). The connection is aio-pika's
+robust one: after a loss it reconnects with backoff and restores channels and consumers;
+messages that were in flight are redelivered by the broker (at-least-once), and settling
+them on the dead channel is logged, not raised. aio-pika errors are wrapped as
+`TransportError` here, at the edge.
 """
 
 from __future__ import annotations
@@ -23,7 +33,7 @@ import asyncio
 import enum
 import itertools
 import logging
-import math
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -39,20 +49,30 @@ from aio_pika.abc import (
 )
 
 from asya.errors import TransportError, UnknownActorError
-from asya.transport.base import Message, QueueDepth, queue_name
+from asya.transport.base import (
+    Death,
+    DeathReason,
+    Message,
+    QueueDepth,
+    is_reply_queue_name,
+    parking_queue_name,
+    queue_name,
+    reply_queue_name,
+)
 
 log = logging.getLogger(__name__)
 
 EXCHANGE: Final = "asya"
 
-_PERSISTENT: Final = aiormq.spec.Basic.Properties(delivery_mode=2, content_type="application/json")
+END_ACTORS: Final = frozenset({"happy-end", "error-end"})
+"""Their queues dead-letter to the parking queue, not to `error-end` (which would cycle)."""
 
 DELAY_LADDER_MS: Final = (
-    50, 100, 200, 300, 500, 750, 1_000, 1_500, 2_000, 3_000, 5_000, 7_500, 10_000, 15_000,
+    10, 20, 50, 100, 200, 300, 500, 750, 1_000, 1_500, 2_000, 3_000, 5_000, 7_500, 10_000, 15_000,
     20_000, 30_000, 45_000, 60_000, 90_000, 120_000, 180_000, 300_000, 600_000, 900_000,
     1_800_000, 3_600_000,
 )  # fmt: skip
-"""Retry delays are rounded to the nearest of these (on a log scale): at most ~22% off."""
+"""Retry delays are rounded down to one of these; a delay under the first is no delay."""
 
 
 class QueueType(enum.StrEnum):
@@ -74,9 +94,33 @@ class RabbitMQOptions:
 
 
 def delay_bucket_ms(delay_ms: int) -> int:
-    """The ladder step nearest to `delay_ms` on a log scale."""
-    wanted = max(delay_ms, DELAY_LADDER_MS[0])
-    return min(DELAY_LADDER_MS, key=lambda step: abs(math.log(step / wanted)))
+    """The longest ladder step not over `delay_ms`; 0 (publish now) below the first step.
+
+    Rounding down keeps `RetryPolicy.max_delay_ms` a true upper bound on RabbitMQ too.
+    """
+    return max((step for step in DELAY_LADDER_MS if step <= delay_ms), default=0)
+
+
+def _properties() -> aiormq.spec.Basic.Properties:
+    # A fresh object per publish: aiormq writes a message id into the properties it is given
+    # and matches a returned (unroutable) message to its publish by that id, so properties
+    # shared between publishes send returns to the wrong publish.
+    return aiormq.spec.Basic.Properties(
+        delivery_mode=2, content_type="application/json", message_id=uuid.uuid4().hex
+    )
+
+
+def death_of(headers: dict[str, Any] | None) -> Death | None:
+    """The broker's most recent dead-lettering of a message, from its `x-death` header."""
+    deaths = (headers or {}).get("x-death")
+    if not isinstance(deaths, list) or not deaths or not isinstance(deaths[0], dict):
+        return None
+    latest = deaths[0]  # RabbitMQ keeps the most recent event first
+    try:
+        reason = DeathReason(str(latest.get("reason")))
+    except ValueError:
+        return None
+    return Death(reason=reason, queue=str(latest.get("queue", "")))
 
 
 class RabbitMQSubscription:
@@ -98,6 +142,24 @@ class RabbitMQSubscription:
         self._channel, self._queue = channel, queue
         self._consumer_tag = await queue.consume(self._deliver, no_ack=False)
 
+    async def pause(self) -> None:
+        """Cancel the broker consumer; deliveries already received stay unacked here."""
+        if self._queue is None or self._consumer_tag is None:
+            return
+        tag, self._consumer_tag = self._consumer_tag, None
+        try:
+            await self._queue.cancel(tag)
+        except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError):
+            log.debug("cancel on a closed channel", extra={"actor": self._actor})
+
+    async def resume(self) -> None:
+        if self._queue is None or self._consumer_tag is not None:
+            return
+        try:
+            self._consumer_tag = await self._queue.consume(self._deliver, no_ack=False)
+        except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError) as exc:
+            raise TransportError(f"cannot resume consuming '{self._actor}': {exc}") from exc
+
     async def _deliver(self, incoming: AbstractIncomingMessage) -> None:
         message = self._transport.track(self._actor, incoming)
         self._tags.add(message.tag)
@@ -108,11 +170,7 @@ class RabbitMQSubscription:
 
     async def close(self) -> None:
         """Stop consuming; closing the channel gives back everything it still holds."""
-        if self._queue is not None and self._consumer_tag is not None:
-            try:
-                await self._queue.cancel(self._consumer_tag)
-            except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError):
-                log.debug("cancel on a closed channel", extra={"actor": self._actor})
+        await self.pause()
         while not self._inbox.empty():
             message = self._inbox.get_nowait()
             if message is not None:
@@ -166,6 +224,7 @@ class RabbitMQTransport:
         self._tags = itertools.count(1)
         self._in_flight: dict[int, AbstractIncomingMessage] = {}
         self._unacked: dict[str, int] = {}
+        self._reopening = asyncio.Lock()
 
     async def connect(self) -> None:
         """Connect, with the robust connection's reconnects from then on.
@@ -177,12 +236,7 @@ class RabbitMQTransport:
             self._connection = await aio_pika.connect_robust(
                 self._url, client_properties={"connection_name": self.options.connection_name}
             )
-            self._channel = await self._connection.channel(
-                publisher_confirms=True, on_return_raises=True
-            )
-            self._exchange = await self._channel.declare_exchange(
-                EXCHANGE, aio_pika.ExchangeType.DIRECT, durable=True
-            )
+            await self._open_publish_channel()
         except aiormq.exceptions.ProbableAuthenticationError as exc:
             raise TransportError(
                 f"the broker at {_safe(self._url)} refused the credentials: check the user and"
@@ -203,6 +257,50 @@ class RabbitMQTransport:
     def queue_for(self, actor: str) -> str:
         return queue_name(self.options.namespace, actor)
 
+    @property
+    def parking_queue(self) -> str:
+        return parking_queue_name(self.options.namespace)
+
+    @property
+    def can_publish(self) -> bool:
+        connection = self._connection
+        if connection is None or connection.is_closed or not connection.connected.is_set():
+            return False
+        return self._channel is not None and not self._channel.is_closed
+
+    async def _open_publish_channel(self) -> AbstractChannel:
+        assert self._connection is not None
+        channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
+        self._exchange = await channel.declare_exchange(
+            EXCHANGE, aio_pika.ExchangeType.DIRECT, durable=True
+        )
+        self._channel = channel
+        return channel
+
+    async def _publisher(self) -> aiormq.abc.AbstractChannel:
+        """The publish channel's underlying aiormq channel, reopened if the broker closed it.
+
+        Raises:
+            TransportError: not connected, or no channel can be opened now.
+        """
+        channel = self._require_channel()
+        if not channel.is_closed:
+            try:
+                underlay = await channel.get_underlay_channel()
+                if not underlay.is_closed:
+                    return underlay
+            except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError):
+                pass
+        async with self._reopening:
+            if self._channel is not channel:  # another publish reopened it meanwhile
+                return await self._publisher()
+            log.warning("publish channel closed by the broker; reopening")
+            try:
+                opened = await self._open_publish_channel()
+                return await opened.get_underlay_channel()
+            except (aiormq.exceptions.AMQPError, ConnectionError, RuntimeError) as exc:
+                raise TransportError(f"cannot reopen the publish channel: {exc}") from exc
+
     async def open_channel(self) -> AbstractChannel:
         if self._connection is None:
             raise TransportError("not connected: call connect() first")
@@ -211,27 +309,43 @@ class RabbitMQTransport:
         except aiormq.exceptions.AMQPError as exc:
             raise TransportError(f"cannot open a channel: {exc}") from exc
 
-    def _queue_arguments(self) -> dict[str, Any]:
+    def _queue_arguments(self, actor: str) -> dict[str, Any]:
+        # Whatever the broker dead-letters from an actor's queue is recorded at error-end; from
+        # an end actor's queue it is parked. Both kinds dead-letter, so `expired` and `maxlen`
+        # messages are never dropped, even on classic queues.
+        if actor in END_ACTORS:
+            target = {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": self.parking_queue}
+        else:
+            target = {
+                "x-dead-letter-exchange": EXCHANGE,
+                "x-dead-letter-routing-key": self.queue_for("error-end"),
+            }
         if self.options.queue_type is QueueType.CLASSIC:
-            return {}
-        return {
-            "x-queue-type": "quorum",
-            "x-delivery-limit": self.options.delivery_limit,
-            "x-dead-letter-exchange": EXCHANGE,
-            "x-dead-letter-routing-key": self.queue_for("error-end"),
-        }
+            return target
+        return {"x-queue-type": "quorum", "x-delivery-limit": self.options.delivery_limit, **target}
 
     async def declare_on(self, channel: AbstractChannel, actor: str) -> AbstractQueue:
         name = self.queue_for(actor)
         try:
+            if actor in END_ACTORS:
+                await self._declare_parking(channel)
             queue = await channel.declare_queue(
-                name, durable=True, arguments=self._queue_arguments()
+                name, durable=True, arguments=self._queue_arguments(actor)
             )
             await queue.bind(EXCHANGE, routing_key=name)
         except aiormq.exceptions.AMQPError as exc:
             raise TransportError(f"cannot declare queue {name}: {exc}") from exc
         self._declared.add(name)
         return queue
+
+    async def _declare_parking(self, channel: AbstractChannel) -> None:
+        # No delivery limit and no dead-lettering: the end of the line, kept until a person
+        # (or `asya` tooling) looks at it.
+        arguments: dict[str, Any] = (
+            {} if self.options.queue_type is QueueType.CLASSIC else {"x-queue-type": "quorum"}
+        )
+        await channel.declare_queue(self.parking_queue, durable=True, arguments=arguments)
+        self._declared.add(self.parking_queue)
 
     async def declare(self, actor: str) -> None:
         if self.queue_for(actor) not in self._declared:
@@ -243,17 +357,17 @@ class RabbitMQTransport:
         return self._channel
 
     async def publish(self, actor: str, body: bytes, *, delay_ms: int = 0) -> None:
-        channel = self._require_channel()
+        # The underlying aiormq channel: same confirms and returns, without building an
+        # aio-pika Message per publish (a measurable share of a hop's CPU).
+        underlay = await self._publisher()
         try:
-            # The underlying aiormq channel: same confirms and returns, without building an
-            # aio-pika Message per publish (a measurable share of a hop's CPU).
-            underlay = await channel.get_underlay_channel()
-            if delay_ms > 0:
-                exchange, key = "", await self._delay_queue(actor, delay_bucket_ms(delay_ms))
+            bucket_ms = delay_bucket_ms(delay_ms)
+            if bucket_ms > 0:
+                exchange, key = "", await self._delay_queue(actor, bucket_ms)
             else:
                 exchange, key = EXCHANGE, self.queue_for(actor)
             await underlay.basic_publish(
-                body, exchange=exchange, routing_key=key, properties=_PERSISTENT, mandatory=True
+                body, exchange=exchange, routing_key=key, properties=_properties(), mandatory=True
             )
         except aiormq.exceptions.PublishError as exc:
             raise UnknownActorError(
@@ -264,6 +378,25 @@ class RabbitMQTransport:
             raise TransportError(f"publish to '{actor}' was not confirmed: {exc}") from exc
         except ConnectionError as exc:
             raise TransportError(f"publish to '{actor}' failed: the connection is down") from exc
+
+    async def park(self, body: bytes, *, reason: str) -> None:
+        underlay = await self._publisher()
+        properties = _properties()
+        properties.headers = {"x-asya-parked-reason": reason[:1000]}
+        try:
+            await underlay.basic_publish(
+                body,
+                exchange="",
+                routing_key=self.parking_queue,
+                properties=properties,
+                mandatory=True,
+            )
+        except (
+            aiormq.exceptions.AMQPError,
+            aio_pika.exceptions.ChannelInvalidStateError,
+            ConnectionError,
+        ) as exc:
+            raise TransportError(f"cannot park a message: {exc}") from exc
 
     async def _delay_queue(self, actor: str, delay_ms: int) -> str:
         name = f"{self.queue_for(actor)}-retry-{delay_ms}ms"
@@ -291,7 +424,13 @@ class RabbitMQTransport:
         tag = next(self._tags)
         self._in_flight[tag] = incoming
         self._unacked[actor] = self._unacked.get(actor, 0) + 1
-        return Message(actor, incoming.body, tag, redelivered=bool(incoming.redelivered))
+        return Message(
+            actor,
+            incoming.body,
+            tag,
+            redelivered=bool(incoming.redelivered),
+            death=death_of(incoming.headers) if incoming.headers else None,
+        )
 
     def _settled(self, message: Message) -> AbstractIncomingMessage | None:
         return self.forget(message.tag, message.actor)
@@ -344,29 +483,46 @@ class RabbitMQTransport:
         ready = declared.message_count or 0
         return QueueDepth(ready=ready, unacked=self._unacked.get(actor, 0))
 
+    def is_reply_queue(self, name: str) -> bool:
+        return is_reply_queue_name(self.options.namespace, name)
+
     async def open_reply_queue(self) -> RabbitMQReplyQueue:
         channel = await self.open_channel()
-        queue = await channel.declare_queue(exclusive=True, auto_delete=True)
+        name = reply_queue_name(self.options.namespace, uuid.uuid4().hex)
+        try:
+            queue = await channel.declare_queue(name, exclusive=True, auto_delete=True)
+        except aiormq.exceptions.AMQPError as exc:
+            raise TransportError(f"cannot declare a reply queue: {exc}") from exc
         reply = RabbitMQReplyQueue(queue, channel)
         await reply.start()
         return reply
 
     async def publish_reply(self, reply_to: str, body: bytes) -> None:
-        try:
-            await self._require_channel().default_exchange.publish(
-                aio_pika.Message(body, content_type="application/json"),
-                routing_key=reply_to,
-                mandatory=False,
+        if not self.is_reply_queue(reply_to):
+            raise ValueError(
+                f"'{reply_to}' is not a reply queue of namespace '{self.options.namespace}'"
             )
-        except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError) as exc:
-            log.warning("reply not sent: %s", exc)
+        try:
+            underlay = await self._publisher()
+            # Not mandatory: a client that gave up (its queue is gone) is not an error.
+            await underlay.basic_publish(
+                body, exchange="", routing_key=reply_to, properties=_properties()
+            )
+        except (
+            aiormq.exceptions.AMQPError,
+            aio_pika.exceptions.ChannelInvalidStateError,
+            ConnectionError,
+            TransportError,
+        ) as exc:
+            log.warning("reply not sent", extra={"reply_to": reply_to, "error": str(exc)})
 
     async def delete_queues(self, actors: Iterable[str]) -> None:
-        """Delete these actors' queues and every delay queue they may have, wherever declared.
+        """Delete these actors' queues, every delay queue they may have, and the parking queue.
 
         For throwaway namespaces (test runs, `asya dev --broker`): the queues of a
         production namespace belong to its operator.
         """
+        self._declared.add(self.parking_queue)
         for actor in actors:
             self._declared.add(self.queue_for(actor))
             self._declared.update(f"{self.queue_for(actor)}-retry-{d}ms" for d in DELAY_LADDER_MS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import timedelta
 
 import pytest
@@ -107,9 +108,46 @@ def test_malformed_bytes_are_wrapped_with_their_raw_body_and_reason():
     )
 
     assert delivery.target == ERROR_END
-    assert delivery.envelope.payload == {"body_base64": "/25vdCBqc29u", "body_bytes": 9}
+    assert delivery.envelope.payload == {
+        "body_base64": "/25vdCBqc29u",
+        "body_bytes": 9,
+        "body_sha256": "7de3f1be82fb9268cc4eb1a2fd8a9eab636f0577eb0ccbd2ab30480d0771b5ef",
+        "body_truncated": False,
+    }
     assert delivery.envelope.status.reason is Reason.MALFORMED_ENVELOPE
     assert delivery.envelope.status.error.message == "bad"
+
+
+def test_a_large_malformed_body_is_kept_cut_to_16_kib_with_its_size_and_hash():
+    body = b"x" * (120 * 1024 * 1024)
+
+    delivery = plan_malformed(
+        body, Rejection(Reason.PAYLOAD_TOO_LARGE, "big"), actor="a", envelope_id="new", now=T0
+    )
+
+    record = delivery.envelope.payload
+    assert record["body_bytes"] == 125_829_120
+    assert record["body_truncated"] is True
+    assert len(record["body_base64"]) == 21_848  # 16 KiB as base64
+    assert record["body_sha256"] == hashlib.sha256(body).hexdigest()
+
+
+def test_a_huge_error_message_and_traceback_are_cut_in_the_record():
+    env = envelope("a")
+    failure = Failure(
+        reason=Reason.HANDLER_ERROR,
+        type="ValueError",
+        message="m" * 1_000_000,
+        retryable=False,
+        traceback="t" * 999_990 + "raised here",
+    )
+
+    delivery = plan_failure(env, failure, delay_ms=None, max_attempts=1, now=T0)
+
+    error = delivery.envelope.status.error
+    assert error.message == "m" * 4_000 + "... [996000 more characters]"
+    assert error.traceback.endswith("raised here")
+    assert error.traceback.startswith("[984001 characters cut]...")
 
 
 def test_an_envelope_for_an_actor_without_a_queue_goes_to_error_end():

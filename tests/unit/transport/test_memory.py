@@ -124,7 +124,7 @@ async def test_replies_reach_the_reply_queue_and_a_gone_one_is_ignored(transport
     reply = await transport.open_reply_queue()
 
     await transport.publish_reply(reply.name, b"final")
-    await transport.publish_reply("reply-gone", b"lost on purpose")
+    await transport.publish_reply(f"asya-local.reply.{'0' * 32}", b"lost on purpose")
 
     assert await asyncio.wait_for(reply.receive(), 1) == b"final"
     await reply.close()
