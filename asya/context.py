@@ -2,30 +2,53 @@
 
 A handler that declares a `Context` parameter gets one per call: the envelope's ids, the actor,
 the attempt, the headers (writable) and the route, of which only `next` is writable — `prev` and
-`curr` are history. Built from an envelope by `asya.handler`, read back by it after the call.
-Holds no references to queues, brokers or the envelope itself.
+`curr` are history, and writing any other field raises rather than being silently lost. Built
+from an envelope by `asya.handler`, read back by it after the call; tests build one with
+`asya.testing.make_context`. Holds no references to queues, brokers or the envelope itself.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from asya.envelope import Envelope
 
 
 @dataclass(slots=True)
 class RouteView:
-    """The route as a handler sees it: rewrite `next` to change what comes after this actor."""
+    """The route as a handler sees it: rewrite `next` to change what comes after this actor.
+
+    `prev` and `curr` are history and read-only: a write would otherwise be silently lost, as
+    only `next` is read back after the call.
+    """
 
     prev: tuple[str, ...]
     curr: str
     next: list[str]
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "next":
+            if isinstance(value, str):
+                raise TypeError(
+                    f"route.next takes a list of actor names, got the string {value!r};"
+                    f" write route.next = [{value!r}]"
+                )
+            value = list(value)
+        elif _is_set(self, name):
+            raise AttributeError(
+                f"route.{name} is read-only (the route so far); only route.next is writable"
+            )
+        object.__setattr__(self, name, value)
+
 
 @dataclass(slots=True)
 class Context:
-    """Per-call view of the envelope for user code."""
+    """Per-call view of the envelope for user code; only `headers` and `route.next` are writable.
+
+    To build one in a test, use `asya.testing.make_context`.
+    """
 
     id: str
     parent_id: str | None
@@ -53,3 +76,15 @@ class Context:
             ),
             headers=dict(envelope.headers),
         )
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name != "headers" and _is_set(self, name):
+            raise AttributeError(
+                f"ctx.{name} is read-only; only ctx.headers and ctx.route.next are writable"
+            )
+        object.__setattr__(self, name, value)
+
+
+def _is_set(obj: object, name: str) -> bool:
+    # A slot is unset until __init__ assigns it: that first write is the only one allowed.
+    return hasattr(obj, name)
