@@ -11,8 +11,10 @@ Jitter only ever shortens, so the cap is a true upper bound that operators can r
 
 from __future__ import annotations
 
+import difflib
 import random
 from dataclasses import dataclass, field
+from typing import Any, Self
 
 from asya.errors import ActorDefinitionError, PermanentError
 from asya.outcome import Failure
@@ -38,6 +40,22 @@ class RetryPolicy:
     """Exception types that fail at once; they win over `retry_on`."""
     retry_timeouts: bool = True
     """Whether a call that ran past the actor's timeout is tried again."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        # Checked before the generated __init__, which would raise a bare TypeError instead.
+        fields = sorted(cls.__dataclass_fields__)
+        if args:
+            raise ActorDefinitionError(
+                f"RetryPolicy takes keyword arguments only ({', '.join(fields)}), got {args!r}"
+            )
+        for key in kwargs:
+            if key not in fields:
+                close = difflib.get_close_matches(key, fields, n=1)
+                hint = f"; did you mean '{close[0]}'?" if close else ""
+                raise ActorDefinitionError(
+                    f"RetryPolicy: unknown field '{key}'{hint} (valid fields: {', '.join(fields)})"
+                )
+        return super().__new__(cls)
 
     def __post_init__(self) -> None:
         problems = []
