@@ -1,0 +1,91 @@
+"""The RabbitMQ transport on a real broker: returns matched to their publish, channels that
+come back, dead letters that always have somewhere to go."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aio_pika
+import pytest
+
+from asya.envelope import END_LIMITS, Reason, encode_envelope
+from asya.errors import UnknownActorError
+from asya.routing import ERROR_END
+from tests.factories import envelope
+
+
+async def test_concurrent_unroutable_and_routable_publishes_each_get_their_own_answer(transport):
+    await transport.declare("known")
+    publishes = [transport.publish("ghost", b"u%d" % i) for i in range(40)]
+    publishes += [transport.publish("known", b"r%d" % i) for i in range(40)]
+
+    results = await asyncio.gather(*publishes, return_exceptions=True)
+
+    unroutable = [r for r in results[:40] if isinstance(r, UnknownActorError)]
+    assert len(unroutable) == 40
+    assert results[40:] == [None] * 40
+    assert (await transport.depth("known")).ready == 40
+
+
+async def test_a_publish_channel_the_broker_closed_is_reopened_on_the_next_publish(transport):
+    await transport.declare("known")
+    # Stand-in for the broker closing the channel (as it does for a message over its size limit).
+    underlay = await transport._channel.get_underlay_channel()
+    await underlay.close()
+
+    closed = transport.can_publish
+    await transport.publish("known", b"after")
+
+    assert closed is False
+    assert transport.can_publish is True
+    assert (await transport.depth("known")).ready == 1
+
+
+async def _raw_publish(amqp_url, queue, body, **properties):
+    connection = await aio_pika.connect(amqp_url)
+    async with connection:
+        channel = await connection.channel()
+        await channel.default_exchange.publish(aio_pika.Message(body, **properties), queue)
+
+
+async def test_an_envelope_whose_ttl_runs_out_in_an_actor_queue_is_recorded_as_expired(
+    transport, finals, amqp_url, actor_names
+):
+    actor_names.add("idle")
+    await transport.declare("idle")  # nobody consumes it
+    env = envelope("idle", id="expiring")
+
+    await _raw_publish(
+        amqp_url, transport.queue_for("idle"), encode_envelope(env, END_LIMITS), expiration=0
+    )
+
+    [record] = await finals.wait_for(1)
+    assert record.id == "expiring"
+    assert record.status.reason is Reason.EXPIRED
+    assert "asya-" in record.status.error.message
+
+
+async def test_an_end_actor_queue_dead_letters_to_the_parking_queue_not_to_itself(
+    transport, amqp_url
+):
+    await transport.declare(ERROR_END)  # and the parking queue with it; nobody consumes either
+    body = encode_envelope(envelope("a", id="parked"), END_LIMITS)
+
+    await _raw_publish(amqp_url, transport.queue_for(ERROR_END), body, expiration=0)
+
+    connection = await aio_pika.connect(amqp_url)
+    async with connection:
+        channel = await connection.channel()
+        parking = await channel.get_queue(transport.parking_queue)
+        async with parking.iterator() as messages:
+            message = await asyncio.wait_for(anext(messages), 10)
+            await message.ack()
+
+    assert message.body == body
+    assert message.headers["x-first-death-reason"] == "expired"
+
+
+@pytest.mark.parametrize("reply_to", ["asya-x-happy-end", "amq.gen-abc"])
+async def test_a_reply_to_that_no_client_declared_is_not_published_to(transport, reply_to):
+    with pytest.raises(ValueError, match="is not a reply queue"):
+        await transport.publish_reply(reply_to, b"{}")

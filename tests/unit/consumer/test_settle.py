@@ -1,0 +1,87 @@
+"""Settling: one place acks or requeues; a poison message fails alone; history is kept."""
+
+from __future__ import annotations
+
+import asyncio
+
+from asya import RetryPolicy, actor
+from asya.errors import TransportError
+from asya.message_loop import MessageLoop, Settle
+from asya.routing import HAPPY_END
+from asya.transport.memory import MemoryTransport
+from tests.factories import envelope
+from tests.unit.consumer.test_chain import Mesh
+
+
+async def test_a_message_that_breaks_its_batch_is_requeued_alone_and_its_batch_mates_are_acked():
+    transport = MemoryTransport()
+    await transport.declare("a")
+    handled: list[bytes] = []
+    poison_alone = asyncio.Event()
+
+    async def handle(messages):
+        bodies = [m.body for m in messages]
+        if b"poison" in bodies:
+            if len(bodies) == 1:
+                poison_alone.set()
+            raise RuntimeError("a bug in the chain")
+        handled.extend(bodies)
+        return [Settle.ACK] * len(messages)
+
+    for body in [b"g1", b"g2", b"g3", b"poison", b"g4", b"g5", b"g6", b"g7"]:
+        await transport.publish("a", body)
+    loop = MessageLoop(transport, "a", handle, batch=8, batch_wait_ms=1000)
+    await loop.start()
+    await asyncio.wait_for(poison_alone.wait(), 5)
+    await loop.stop(1)
+
+    assert sorted(handled) == [b"g1", b"g2", b"g3", b"g4", b"g5", b"g6", b"g7"]
+    assert (await transport.depth("a")).total == 1
+
+
+class FlakyBroker(MemoryTransport):
+    """Refuses the first publish to `target`, as a broker that lost the channel would."""
+
+    def __init__(self, target: str) -> None:
+        super().__init__()
+        self._target = target
+        self.refused = 0
+
+    async def publish(self, actor, body, *, delay_ms=0):
+        if actor == self._target and self.refused == 0:
+            self.refused += 1
+            raise TransportError("publish was not confirmed")
+        await super().publish(actor, body, delay_ms=delay_ms)
+
+
+async def test_outputs_the_broker_would_not_confirm_send_the_envelope_back_for_redelivery():
+    @actor
+    def a(doc):
+        return doc
+
+    mesh = Mesh(a)
+    mesh.transport = FlakyBroker(HAPPY_END)
+    async with mesh:
+        await mesh.send(envelope("a", id="once"))
+        [final] = await mesh.finals(HAPPY_END, 1)
+
+    assert final.id == "once"
+    assert mesh.transport.refused == 1
+    assert [step[0] for step in mesh.recorder.steps] == ["a"]
+
+
+async def test_the_errors_of_earlier_attempts_travel_on_after_a_success():
+    @actor(retry=RetryPolicy(max_attempts=3, base_delay_ms=1, jitter=0))
+    def a(doc, ctx):
+        if ctx.attempt == 1:
+            raise ConnectionError("first attempt fails")
+        return doc
+
+    async with Mesh(a) as mesh:
+        await mesh.send(envelope("a"))
+        [final] = await mesh.finals(HAPPY_END, 1)
+
+    [earlier] = final.status.retries
+    assert (earlier.actor, earlier.attempt, earlier.type) == ("a", 1, "builtins.ConnectionError")
+    assert earlier.message == "first attempt fails"
+    assert earlier.traceback is None
