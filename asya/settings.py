@@ -1,14 +1,19 @@
 """One typed settings object per process, built once from `ASYA_*` variables at the entry point.
 
-Small frozen groups, every field with its default and a line on unit and reason. Each field is
-read from `ASYA_<FIELD NAME IN CAPITALS>` (`env_var` builds the name; a test keeps them unique).
-`load_settings` parses with msgspec and fails at start naming the variable, the value and the
-expected type: never a silent fallback. Nothing else in asya reads `os.environ`.
+Small frozen groups, every field with its default and a description (`msgspec.Meta`) on unit
+and reason, which code reads: `describe_settings` lists them and each process's `--help` prints
+them. Each field is read from `ASYA_<FIELD NAME IN CAPITALS>` (`env_var` builds the name; a test
+keeps them unique). `load_settings` parses with msgspec and fails at start naming the variable,
+the value and the expected type: never a silent fallback. Nothing else in asya reads
+`os.environ`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import textwrap
+import typing
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
@@ -21,24 +26,45 @@ ENV_PREFIX = "ASYA_"
 
 
 class TransportSettings(msgspec.Struct, frozen=True, kw_only=True):
-    broker_url: str | None = None
-    """AMQP URL of the broker (`amqp://user:pass@host:5672/vhost`); wins over the parts below."""
-    broker_host: str | None = None
-    """Broker host, when the URL is given in parts (credentials from a Secret, say)."""
-    broker_port: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 5672
-    """Broker port."""
-    broker_user: str = "guest"
-    """Broker user."""
-    broker_password: str = "guest"
-    """Broker password."""
-    broker_vhost: str = "/"
-    """Broker virtual host."""
-    namespace: Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")] = "default"
-    """Namespace in queue names (`asya-{namespace}-{actor}`), so apps can share a broker."""
-    queue_type: Literal["quorum", "classic"] = "quorum"
-    """quorum (replicated, with a delivery limit for poison messages) or classic."""
-    delivery_limit: Annotated[int, msgspec.Meta(ge=1)] = 20
-    """Redeliveries of one message before the broker sends it to error-end (quorum only)."""
+    broker_url: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="AMQP URL of the broker (amqp://user:pass@host:5672/vhost); wins over"
+            " the parts below; unset = in-memory"
+        ),
+    ] = None
+    broker_host: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="broker host, when the URL is given in parts (credentials from a Secret)"
+        ),
+    ] = None
+    broker_port: Annotated[int, msgspec.Meta(ge=1, le=65535, description="broker port")] = 5672
+    broker_user: Annotated[str, msgspec.Meta(description="broker user")] = "guest"
+    broker_password: Annotated[str, msgspec.Meta(description="broker password")] = "guest"
+    broker_vhost: Annotated[str, msgspec.Meta(description="broker virtual host")] = "/"
+    namespace: Annotated[
+        str,
+        msgspec.Meta(
+            pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            description="namespace in queue names (asya-{namespace}-{actor}), so apps can share"
+            " a broker",
+        ),
+    ] = "default"
+    queue_type: Annotated[
+        Literal["quorum", "classic"],
+        msgspec.Meta(
+            description="quorum (replicated, with a delivery limit for poison messages) or classic"
+        ),
+    ] = "quorum"
+    delivery_limit: Annotated[
+        int,
+        msgspec.Meta(
+            ge=1,
+            description="redeliveries of one message before the broker sends it to error-end"
+            " (quorum only)",
+        ),
+    ] = 20
 
     @property
     def url(self) -> str | None:
@@ -53,34 +79,90 @@ class TransportSettings(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class SidecarSettings(msgspec.Struct, frozen=True, kw_only=True):
-    actor: str | None = None
-    """The actor whose queue the sidecar owns (`happy-end` and `error-end` included)."""
-    health_port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 8080
-    """Port for /healthz and /readyz; 0 = no health server."""
-    runtime_wait_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
-    """How long a call waits for an unreachable runtime before its envelope is requeued."""
-    step_events: bool = False
-    """Print one JSON line per finished step on stdout (`asya dev --isolate` reads them)."""
+    actor: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="the actor whose queue the sidecar owns (happy-end and error-end included)"
+        ),
+    ] = None
+    health_port: Annotated[
+        int, msgspec.Meta(ge=0, le=65535, description="port for /healthz and /readyz; 0 = none")
+    ] = 8080
+    runtime_wait_s: Annotated[
+        float,
+        msgspec.Meta(
+            gt=0,
+            description="seconds a call waits for an unreachable runtime before its envelope is"
+            " requeued",
+        ),
+    ] = 30.0
+    step_events: Annotated[
+        bool,
+        msgspec.Meta(
+            description="print one JSON line per finished step on stdout (asya dev --isolate"
+            " reads them)"
+        ),
+    ] = False
 
 
 class RuntimeSettings(msgspec.Struct, frozen=True, kw_only=True):
-    handler: str | None = None
-    """Handler reference `module:attr` the runtime serves."""
-    socket_path: str = "/var/run/asya/asya-runtime.sock"
-    """Unix socket the runtime listens on and the sidecar connects to (an emptyDir in a pod)."""
-    grace_s: Annotated[float, msgspec.Meta(ge=0)] = 30.0
-    """Seconds to finish in-flight work after SIGTERM before giving it back."""
-    kill_grace_s: Annotated[float, msgspec.Meta(ge=0)] = 2.0
-    """Seconds a worker gets past its timeout to give its call back before it is killed."""
-    workers: Annotated[int, msgspec.Meta(ge=0)] = 0
-    """Worker processes; 0 = the actor's concurrency for sync handlers, 1 for async ones."""
+    handler: Annotated[
+        str | None, msgspec.Meta(description="handler reference module:attr the runtime serves")
+    ] = None
+    socket_path: Annotated[
+        str,
+        msgspec.Meta(
+            description="Unix socket the runtime listens on and the sidecar connects to (an"
+            " emptyDir in a pod)"
+        ),
+    ] = "/var/run/asya/asya-runtime.sock"
+    grace_s: Annotated[
+        float,
+        msgspec.Meta(
+            ge=0,
+            description="seconds to finish in-flight work after SIGTERM before giving it back",
+        ),
+    ] = 30.0
+    kill_grace_s: Annotated[
+        float,
+        msgspec.Meta(
+            ge=0,
+            description="seconds a worker gets past its timeout to give its call back before it"
+            " is killed",
+        ),
+    ] = 2.0
+    workers: Annotated[
+        int,
+        msgspec.Meta(
+            ge=0,
+            description="worker processes; 0 = the actor's concurrency for sync handlers, 1 for"
+            " async ones",
+        ),
+    ] = 0
 
 
 class ProcessSettings(msgspec.Struct, frozen=True, kw_only=True):
-    log_level: str = "WARNING"
-    """Level for asya's logs: DEBUG, INFO, WARNING, ERROR."""
-    event_loop: Literal["auto", "asyncio", "uvloop"] = "auto"
-    """auto: uvloop when installed (much less CPU per envelope), else asyncio's own loop."""
+    log_level: Annotated[
+        Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+        msgspec.Meta(
+            description="level of the logs: DEBUG, INFO, WARNING, ERROR or CRITICAL (DEBUG also"
+            " shows the broker client's tracebacks)"
+        ),
+    ] = "WARNING"
+    log_format: Annotated[
+        Literal["text", "json"],
+        msgspec.Meta(
+            description="text: one line per record, LEVEL logger: message key=value ...;"
+            " json: one JSON object per line"
+        ),
+    ] = "text"
+    event_loop: Annotated[
+        Literal["auto", "asyncio", "uvloop"],
+        msgspec.Meta(
+            description="auto: uvloop when installed (much less CPU per envelope), else"
+            " asyncio's own loop"
+        ),
+    ] = "auto"
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
@@ -115,7 +197,7 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
                 msgspec.convert({name: value}, group_type, strict=False)
             except msgspec.ValidationError as exc:
                 variable = env_var(name)
-                detail = str(exc).partition(" - at ")[0]
+                detail = str(exc).partition(" - at ")[0] + _choices(group_type, name)
                 raise SettingsError(
                     f"{variable}={value!r} is invalid: {detail}", variable=variable, value=value
                 ) from exc
@@ -130,3 +212,65 @@ _GROUPS: dict[str, type[msgspec.Struct]] = {
     "sidecar": SidecarSettings,
     "process": ProcessSettings,
 }
+
+
+@dataclass(frozen=True, kw_only=True)
+class SettingInfo:
+    """One variable as `--help` shows it."""
+
+    variable: str
+    default: Any
+    description: str
+
+
+def describe_settings(
+    *groups: type[msgspec.Struct], omit: Collection[str] = ()
+) -> list[SettingInfo]:
+    """Variable, default and description of every field of `groups` but those in `omit`."""
+    return [
+        SettingInfo(variable=env_var(f.name), default=f.default, description=_description(f.type))
+        for group in groups
+        for f in msgspec.structs.fields(group)
+        if f.name not in omit
+    ]
+
+
+def format_settings_help(settings: Sequence[SettingInfo]) -> str:
+    """`ASYA_X=default` (or `ASYA_X (unset)`) and its description below it, one per variable."""
+    lines = []
+    for setting in settings:
+        lines.append(f"  {setting.variable}{_shown(setting.default)}")
+        lines.extend(
+            textwrap.wrap(
+                setting.description, width=96, initial_indent=" " * 6, subsequent_indent=" " * 6
+            )
+        )
+    return "\n".join(lines)
+
+
+def _choices(group: type[msgspec.Struct], name: str) -> str:
+    # msgspec says "Invalid enum value" for a Literal; the message should say what is valid.
+    [annotation] = [f.type for f in msgspec.structs.fields(group) if f.name == name]
+    if typing.get_origin(annotation) is Annotated:
+        annotation = typing.get_args(annotation)[0]
+    if typing.get_origin(annotation) is not Literal:
+        return ""
+    return f" (expected one of: {', '.join(map(str, typing.get_args(annotation)))})"
+
+
+def _description(annotation: Any) -> str:
+    for meta in getattr(annotation, "__metadata__", ()):
+        if isinstance(meta, msgspec.Meta) and meta.description:
+            return meta.description
+    return ""
+
+
+def _shown(default: Any) -> str:
+    # As the variable would be written: true/false, 30 rather than 30.0.
+    if default is None:
+        return " (unset)"
+    if isinstance(default, bool):
+        return f"={str(default).lower()}"
+    if isinstance(default, float):
+        return f"={default:g}"
+    return f"={default}"
