@@ -14,7 +14,7 @@ import textwrap
 import typing
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 from urllib.parse import quote
 
 import msgspec
@@ -274,3 +274,17 @@ def _shown(default: Any) -> str:
     if isinstance(default, float):
         return f"={default:g}"
     return f"={default}"
+
+
+SIDECAR_VARIABLES: Final = describe_settings(
+    Limits,
+    TransportSettings,
+    SidecarSettings,
+    RuntimeSettings,
+    ProcessSettings,
+    omit=("handler", "kill_grace_s", "workers"),
+)
+"""The variables `asya-sidecar` reads, for its --help (the runtime's own ones left out)."""
+
+RUNTIME_VARIABLES: Final = describe_settings(Limits, RuntimeSettings, ProcessSettings)
+"""The variables `python -m asya.runtime` reads, for its --help."""

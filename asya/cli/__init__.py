@@ -13,26 +13,29 @@ start, 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Sequence
 
+from asya import logs
 from asya.cli import admission, dev, send
 from asya.cli.options import EXIT_USAGE
 from asya.errors import AsyaError
-from asya.settings import load_settings
+from asya.settings import env_var, load_settings
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `asya` console script."""
     args = _parser().parse_args(argv)
+    environ = dict(os.environ)
+    if args.log_level is not None:  # --log-level wins over ASYA_LOG_LEVEL, checked the same way
+        environ[env_var("log_level")] = args.log_level.upper()
     try:
-        settings = load_settings(os.environ)
+        settings = load_settings(environ)
     except AsyaError as exc:
         print(f"asya: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    logging.basicConfig(level=args.log_level or settings.process.log_level, stream=sys.stderr)
+    logs.configure(settings.process)
     try:
         code: int = args.run(args, settings)
     except AsyaError as exc:

@@ -12,12 +12,19 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Sequence
 
-from asya import event_loop
+from asya import event_loop, logs
 from asya.errors import AsyaError
 from asya.runtime.server import RuntimeServer
 from asya.runtime.workers import ProcessInvoker
-from asya.settings import Settings, env_var, load_settings
+from asya.settings import (
+    RUNTIME_VARIABLES,
+    Settings,
+    env_var,
+    format_settings_help,
+    load_settings,
+)
 
 log = logging.getLogger("asya.runtime")
 
@@ -57,10 +64,24 @@ async def serve(settings: Settings, env: dict[str, str]) -> None:
     await invoker.aclose()
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `python -m asya.runtime` (no arguments but --help)."""
+    usage = "usage: python -m asya.runtime [-h]"
+    if argv is None:
+        argv = sys.argv[1:]
+    if list(argv) in (["-h"], ["--help"]):
+        print(
+            f"{usage}\n\nServes the handler named by ASYA_HANDLER on ASYA_SOCKET_PATH, in worker"
+            " processes.\nTakes no arguments; configured by these environment variables"
+            f" (defaults shown):\n\n{format_settings_help(RUNTIME_VARIABLES)}"
+        )
+        return 0
+    if argv:
+        print(f"{usage}\nasya runtime: takes no arguments, got {' '.join(argv)}", file=sys.stderr)
+        return 2
     try:
         settings = load_settings(os.environ)
-        logging.basicConfig(level=settings.process.log_level, stream=sys.stderr)
+        logs.configure(settings.process)
         event_loop.run(serve(settings, dict(os.environ)), settings.process.event_loop)
     except AsyaError as exc:
         print(f"asya runtime: {exc}", file=sys.stderr)

@@ -20,7 +20,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from asya import event_loop
+from asya import event_loop, logs
 from asya.clock import Clock, SystemClock
 from asya.consumer import Consumer, ConsumerConfig
 from asya.crew.ends import EndActor
@@ -28,7 +28,13 @@ from asya.errors import AsyaError, SettingsError, TransportError
 from asya.retry import RetryPolicy, backoff_ms
 from asya.routing import END_ACTORS, ERROR_END, HAPPY_END
 from asya.runtime.frames import ActorInfo
-from asya.settings import Settings, env_var, load_settings
+from asya.settings import (
+    SIDECAR_VARIABLES,
+    Settings,
+    env_var,
+    format_settings_help,
+    load_settings,
+)
 
 try:
     from asya.transport.rabbitmq import QueueType, RabbitMQOptions, RabbitMQTransport
@@ -182,21 +188,29 @@ async def _role(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `asya-sidecar` console script (takes no arguments)."""
+    """Entry point of the `asya-sidecar` console script (no arguments but --help)."""
+    usage = "usage: asya-sidecar [-h]"
+    if argv is None:
+        argv = sys.argv[1:]
+    if list(argv) in (["-h"], ["--help"]):
+        print(
+            f"{usage}\n\nOne actor's queue beside its runtime: consume, call the runtime, route,"
+            " publish, ack.\nTakes no arguments; configured by these environment variables"
+            f" (defaults shown):\n\n{format_settings_help(SIDECAR_VARIABLES)}"
+        )
+        return 0
+    if argv:
+        print(f"{usage}\nasya-sidecar: takes no arguments, got {' '.join(argv)}", file=sys.stderr)
+        return 2
     if _missing_broker_client:
         print(
             "asya-sidecar: the RabbitMQ client is missing: pip install 'asya[rabbitmq]'",
             file=sys.stderr,
         )
         return 2
-    if argv is None:
-        argv = sys.argv[1:]
-    if argv:
-        print("usage: asya-sidecar (configured by ASYA_* environment variables)", file=sys.stderr)
-        return 2
     try:
         settings = load_settings(os.environ)
-        logging.basicConfig(level=settings.process.log_level, stream=sys.stderr)
+        logs.configure(settings.process)
         main_loop = serve(settings, SystemClock(), random.Random())
         event_loop.run(main_loop, settings.process.event_loop)
     except AsyaError as exc:
