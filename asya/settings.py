@@ -30,7 +30,7 @@ class TransportSettings(msgspec.Struct, frozen=True, kw_only=True):
         str | None,
         msgspec.Meta(
             description="AMQP URL of the broker (amqp://user:pass@host:5672/vhost); wins over"
-            " the parts below; unset = in-memory"
+            " the parts below"
         ),
     ] = None
     broker_host: Annotated[
