@@ -94,10 +94,24 @@ class Reason(enum.StrEnum):
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
     """Bounds every envelope is held to, wherever it is processed."""
 
-    max_payload_bytes: Annotated[int, msgspec.Meta(gt=0)] = 4 * 1024 * 1024
+    max_payload_bytes: Annotated[
+        int,
+        msgspec.Meta(
+            gt=0,
+            description="largest encoded payload, in bytes (4 MiB); large data travels as"
+            " references (URLs)",
+        ),
+    ] = 4 * 1024 * 1024
     """Largest encoded payload, in bytes (4 MiB). Large data travels as references (URLs)."""
 
-    hop_limit: Annotated[int, msgspec.Meta(gt=0)] = 64
+    hop_limit: Annotated[
+        int,
+        msgspec.Meta(
+            gt=0,
+            description="most actors an envelope may pass through; stops agent loops that"
+            " never end",
+        ),
+    ] = 64
     """Most actors an envelope may pass through; stops agent loops that never end."""
 
     def __post_init__(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from asya.envelope import Limits
 from asya.errors import SettingsError
 from asya.settings import (
     ProcessSettings,
@@ -21,7 +22,7 @@ def test_every_settings_field_has_a_description():
     undescribed = [
         s.variable
         for s in describe_settings(
-            TransportSettings, SidecarSettings, RuntimeSettings, ProcessSettings
+            Limits, TransportSettings, SidecarSettings, RuntimeSettings, ProcessSettings
         )
         if not s.description
     ]
