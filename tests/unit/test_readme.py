@@ -5,7 +5,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from asya.envelope import Reason
+from asya.envelope import Limits, Reason
+from asya.settings import (
+    ProcessSettings,
+    RuntimeSettings,
+    SidecarSettings,
+    TransportSettings,
+    describe_settings,
+)
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -25,3 +32,38 @@ def test_the_failure_table_names_every_reason_and_nothing_else():
     documented = [re.sub(r"`", "", row[0]) for row in _table_after("reason")]
 
     assert sorted(documented) == sorted(reason.value for reason in Reason)
+
+
+def _documented_settings() -> dict[str, object]:
+    documented: dict[str, object] = {}
+    for variables, defaults, _ in _table_after("variable"):
+        names = [v.strip(" `") for v in variables.split(",")]
+        full = [names[0]] + [names[0].rsplit("_", 1)[0] + n for n in names[1:]]
+        values = [d.strip(" `") for d in defaults.split(",")] if len(names) > 1 else [defaults]
+        for name, value in zip(full, values, strict=True):
+            documented[name] = _default(value)
+    return documented
+
+
+def _default(cell: str) -> object:
+    text = cell.strip(" `").split(" (")[0]
+    if text == "unset":
+        return None
+    if text in ("true", "false"):
+        return text == "true"
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def test_the_settings_table_lists_every_variable_with_its_default():
+    groups = (Limits, TransportSettings, SidecarSettings, RuntimeSettings, ProcessSettings)
+    actual = {
+        s.variable: s.default
+        if isinstance(s.default, bool) or not isinstance(s.default, int | float)
+        else float(s.default)
+        for s in describe_settings(*groups)
+    }
+
+    assert _documented_settings() == actual
