@@ -1,0 +1,157 @@
+"""Bookkeeping for hostile inputs: what was fed into a queue, and where each one ended.
+
+An input is known by a key: its envelope id when its body is read as an envelope (the record
+keeps the id), else the sha256 of its body (what a `MalformedEnvelope` or `PayloadTooLarge`
+record of bytes that are not an envelope keeps, see `asya.envelope.raw_body_record`). `tally`
+matches every final envelope the end actors recorded to exactly one input, and reports each
+input that was lost, recorded twice or recorded with the wrong outcome, and every record that
+matches no input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from asya.envelope import Envelope, Phase, Reason
+from asya.routing import ERROR_END, HAPPY_END
+
+RAW_RECORD_KEYS = frozenset({"body_base64", "body_bytes", "body_sha256", "body_truncated"})
+
+
+@dataclass(frozen=True)
+class Expect:
+    """Where an input must end: `happy-end`, or `error-end` with a reason."""
+
+    end: str
+    reason: Reason | None = None
+
+    def __str__(self) -> str:
+        return self.end if self.reason is None else f"{self.end}:{self.reason.value}"
+
+
+HAPPY = Expect(HAPPY_END)
+
+
+def failed(reason: Reason) -> Expect:
+    return Expect(ERROR_END, reason)
+
+
+MALFORMED = failed(Reason.MALFORMED_ENVELOPE)
+
+
+@dataclass(frozen=True)
+class Hostile:
+    """One input: the bytes put on a queue, the AMQP properties they carry, where they must end."""
+
+    label: str
+    body: bytes
+    expect: Expect
+    envelope_id: str | None = None
+    """Set when the body is read as an envelope: the record then keeps this id."""
+    properties: dict[str, Any] = field(default_factory=dict)
+    """aio-pika `Message` arguments; empty means asya's own publish."""
+
+    @property
+    def key(self) -> str:
+        return self.envelope_id if self.envelope_id is not None else sha256(self.body)
+
+
+def sha256(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+_serial = itertools.count(1)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{next(_serial)}-{uuid.uuid4().hex[:8]}"
+
+
+def envelope_fields(envelope_id: str, curr: str, payload: Any = None, **fields: Any) -> dict:
+    """An envelope as a plain JSON object, to be mutated before it is encoded."""
+    return {"id": envelope_id, "route": {"curr": curr}, "payload": payload, **fields}
+
+
+def json_body(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False).encode()
+
+
+def valid(label: str, curr: str, payload: Any = None, expect: Expect = HAPPY, **fields) -> Hostile:
+    """An input that is an envelope (it keeps its id); `fields` are added at the top level."""
+    envelope_id = fields.pop("id", None) or new_id(label)
+    body = json_body(envelope_fields(envelope_id, curr, payload, **fields))
+    return Hostile(label, body, expect, envelope_id)
+
+
+def raw(label: str, body: bytes, expect: Expect = MALFORMED) -> Hostile:
+    """An input that is not an envelope: its record is known by the body's sha256."""
+    return Hostile(label, body, expect)
+
+
+def record_key(envelope: Envelope) -> str:
+    payload = envelope.payload
+    if isinstance(payload, dict) and set(payload) == RAW_RECORD_KEYS:
+        return str(payload["body_sha256"])
+    return envelope.id
+
+
+def outcome_of(envelope: Envelope) -> Expect:
+    # An end actor's record: error-end keeps only failed envelopes (it marks any other arrival
+    # failed with its own reason), happy-end everything else.
+    if envelope.status.phase is Phase.FAILED:
+        return Expect(ERROR_END, envelope.status.reason)
+    return HAPPY
+
+
+@dataclass
+class Tally:
+    """How the inputs of one feed were accounted for."""
+
+    tried: int
+    recorded: int
+    lost: list[str]
+    duplicated: list[str]
+    wrong: list[str]
+    strays: list[str]
+    outcomes: Counter[str]
+
+    @property
+    def clean(self) -> bool:
+        return not (self.lost or self.duplicated or self.wrong or self.strays)
+
+
+def tally(inputs: list[Hostile], records: list[Envelope]) -> Tally:
+    """Match records to inputs by key; see the module docstring."""
+    by_key = {h.key: h for h in inputs}
+    assert len(by_key) == len(inputs), "two inputs share a key: they could not be told apart"
+    seen: dict[str, list[Envelope]] = {}
+    strays = []
+    for record in records:
+        key = record_key(record)
+        if key in by_key:
+            seen.setdefault(key, []).append(record)
+        else:
+            strays.append(f"{key} ({outcome_of(record)})")
+    lost = [h.label for h in inputs if h.key not in seen]
+    duplicated = [f"{h.label} x{len(seen[h.key])}" for h in inputs if len(seen.get(h.key, ())) > 1]
+    wrong = [
+        f"{h.label}: expected {h.expect}, got {outcome_of(seen[h.key][0])}"
+        for h in inputs
+        if h.key in seen and outcome_of(seen[h.key][0]) != h.expect
+    ]
+    outcomes = Counter(str(outcome_of(r)) for r in records if record_key(r) in by_key)
+    return Tally(
+        tried=len(inputs),
+        recorded=sum(len(v) for v in seen.values()),
+        lost=lost,
+        duplicated=duplicated,
+        wrong=wrong,
+        strays=strays,
+        outcomes=outcomes,
+    )
