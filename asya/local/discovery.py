@@ -4,6 +4,10 @@ Imports the code (that is how `@actor` records specs), so this is an edge module
 `sys.path` and the import system. A folder with `__init__.py` is a package and its direct
 submodules are imported too; a folder without one is a set of top-level modules. A module (or
 the package) may declare `ROUTE = ["a", "b", ...]`, the route inputs take by default.
+
+Whatever user code raises while it is imported (a SyntaxError, a module-level exception, a
+misspelt option) becomes an `ActorDefinitionError` naming the user's file, line and error:
+a user should not have to read a traceback through asya's import machinery.
 """
 
 from __future__ import annotations
@@ -11,10 +15,13 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
+import sysconfig
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+import asya
 from asya.actor import ActorSpec, spec_of
 from asya.errors import ActorDefinitionError
 
@@ -85,8 +92,43 @@ def _with_path(folder: Path) -> str:
 def _import(name: str) -> ModuleType:
     try:
         return importlib.import_module(name)
-    except ImportError as exc:
-        raise ActorDefinitionError(f"cannot import '{name}': {exc}") from exc
+    except Exception as exc:  # the user's code, whatever it raises, at the edge of asya
+        raise ActorDefinitionError(f"cannot import '{name}': {_describe(exc)}") from exc
+
+
+_LIBRARY_DIRS = tuple(
+    str(Path(p).resolve())
+    for p in {
+        str(Path(asya.__file__).parent),
+        *(sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")),
+    }
+)
+_MAX_FRAMES = 3
+
+
+def _describe(exc: BaseException) -> str:
+    """`file, line N: Type: message`, with the user's own frames only (innermost last)."""
+    error = f"{type(exc).__name__}: {exc}"
+    places = [f"{f.filename}, line {f.lineno}" for f in _user_frames(exc)][-_MAX_FRAMES:]
+    if isinstance(exc, SyntaxError) and exc.filename:
+        # The error is in the file being compiled, which is in no frame of the traceback.
+        error = f"SyntaxError: {exc.msg}"
+        places = [*places, f"{exc.filename}, line {exc.lineno}"][-_MAX_FRAMES:]
+    if not places:
+        return error
+    return f"{' -> '.join(places)}: {error}"
+
+
+def _user_frames(exc: BaseException) -> list[traceback.FrameSummary]:
+    frames = traceback.extract_tb(exc.__traceback__)
+    return [f for f in frames if _is_user_file(f.filename)]
+
+
+def _is_user_file(filename: str) -> bool:
+    if filename.startswith("<"):  # <frozen importlib._bootstrap>, <string>
+        return False
+    resolved = str(Path(filename).resolve())
+    return not any(resolved.startswith(d + "/") for d in _LIBRARY_DIRS)
 
 
 def _import_package(name: str) -> list[ModuleType]:

@@ -78,3 +78,53 @@ def test_an_app_that_cannot_run_says_why(app_dir, source, expected):
         load_app(str(app_dir / "broken_app.py"))
 
     assert expected in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("source", "line", "error"),
+    [
+        pytest.param("x = 1\ndef f(:\n    pass\n", 2, "SyntaxError: ", id="syntax-error"),
+        pytest.param(
+            "from asya import actor\n\nraise RuntimeError('no config file')\n",
+            3,
+            "RuntimeError: no config file",
+            id="module-level-exception",
+        ),
+        pytest.param(
+            "from asya import RetryPolicy, actor\n\n"
+            "@actor(retry=RetryPolicy(max_attempt=3))\ndef a(d): return d\n",
+            3,
+            "'max_attempt'",
+            id="misspelt-retry-policy-keyword",
+        ),
+    ],
+)
+def test_an_error_raised_while_importing_user_code_names_the_file_and_line(
+    app_dir, source, line, error
+):
+    write(app_dir / "faulty_app.py", source)
+
+    with pytest.raises(ActorDefinitionError) as caught:
+        load_app(str(app_dir / "faulty_app.py"))
+
+    message = str(caught.value)
+    assert message.startswith(
+        f"cannot import 'faulty_app': {app_dir / 'faulty_app.py'}, line {line}: "
+    )
+    assert error in message
+    assert "\n" not in message
+
+
+def test_an_error_in_a_module_the_app_imports_shows_only_the_users_frames(app_dir):
+    write(app_dir / "deep_pkg" / "__init__.py", "")
+    write(app_dir / "deep_pkg" / "pipeline.py", "from asya import actor\nfrom . import settings\n")
+    write(app_dir / "deep_pkg" / "settings.py", "import json\nVALUES = json.loads('{bad')\n")
+
+    with pytest.raises(ActorDefinitionError) as caught:
+        load_app(str(app_dir / "deep_pkg"))
+
+    pipeline, settings = app_dir / "deep_pkg" / "pipeline.py", app_dir / "deep_pkg" / "settings.py"
+    assert str(caught.value).startswith(
+        f"cannot import 'deep_pkg.pipeline': {pipeline}, line 2 -> {settings}, line 2:"
+        " JSONDecodeError: "
+    )
