@@ -6,8 +6,11 @@
 
 An entry point: reads the environment once (`asya.settings`), parses arguments (argparse),
 calls the library and turns its errors into one-line messages and exit codes: 0 success,
-1 an envelope failed (unless --allow-failures), 2 bad usage, settings or an app that cannot
-start, 130 interrupted.
+1 an envelope failed (unless --allow-failures), 2 bad usage, settings, a route that cannot
+work or an app that cannot start, 130 interrupted (SIGINT, Ctrl-C), 143 terminated (SIGTERM).
+Either signal stops the run the same way: every process it started is stopped and the queues
+of a fresh namespace are deleted before the exit. A closed stdout (`asya dev ... | head`) is
+not an error: the run finishes, is counted in full, and exits with its own code.
 """
 
 from __future__ import annotations

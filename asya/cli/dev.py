@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import random
+import signal
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from asya import event_loop
+from asya.cli.finals import FinalsWriter
 from asya.cli.options import (
     EXIT_FAILURES,
     EXIT_OK,
+    EXIT_TERMINATED,
     EXIT_USAGE,
     add_broker,
     add_limits,
@@ -22,7 +26,7 @@ from asya.cli.options import (
     broker_transport,
     fresh_namespace,
     limits,
-    write_line,
+    positive_int,
 )
 from asya.clock import SystemClock
 from asya.envelope import Envelope
@@ -30,13 +34,15 @@ from asya.local.discovery import App, load_app
 from asya.local.isolate import IsolatedMesh
 from asya.local.mesh import MeshOptions
 from asya.local.report import RunStats, format_summary
-from asya.local.runner import DevOptions, DevResult, MeshFactory, run_dev
+from asya.local.runner import DevOptions, DevResult, MeshFactory, check_run, run_dev
 from asya.routing import ERROR_END, HAPPY_END
 from asya.settings import Settings
 
 if TYPE_CHECKING:
     from asya.cli.options import Subparsers
     from asya.transport.rabbitmq import RabbitMQTransport
+
+T = TypeVar("T")
 
 
 def add_parser(commands: Subparsers) -> None:
@@ -49,7 +55,12 @@ def add_parser(commands: Subparsers) -> None:
             " stderr. A line of INPUT is a bare payload (sent along --route or the app's"
             " ROUTE) or a whole envelope with its own route. In-memory by default; --broker"
             " runs the same actors in-process against RabbitMQ; --isolate also runs each actor"
-            " as a runtime process plus a sidecar process, exactly as in a pod."
+            " as a runtime process plus a sidecar process, exactly as in a pod. Exit code: 0;"
+            " 1 if an envelope failed (0 with --allow-failures); 2 for a usage error, a route"
+            " that cannot work or an actor that cannot start; 130 on SIGINT (Ctrl-C) and 143 on"
+            " SIGTERM, after stopping every process the run started and, on a broker, deleting"
+            " the queues of a fresh namespace. If stdout is closed early (`| head`), the run"
+            " still finishes and is counted in full; finals then go only to --output."
         ),
     )
     dev.add_argument("app", metavar="APP", help="a folder, a .py file or a module name")
@@ -62,7 +73,11 @@ def add_parser(commands: Subparsers) -> None:
     dev.add_argument("--quiet", action="store_true", help="no progress lines, no summary")
     add_limits(dev)
     dev.add_argument(
-        "--poll-ms", type=int, default=50, help="queue-depth poll interval for scaling (50)"
+        "--poll-ms",
+        type=positive_int,
+        default=50,
+        metavar="MS",
+        help="queue-depth poll interval for scaling (50)",
     )
     add_broker(dev, default_help="in-memory")
     dev.add_argument(
@@ -74,48 +89,91 @@ def add_parser(commands: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    """`asya dev`; see the parser's description for what it does and its exit codes.
+
+    Raises:
+        ActorDefinitionError: the app cannot be imported or an actor cannot start.
+        SettingsError: the route cannot work for these inputs.
+    """
     app = load_app(args.app)
     try:
-        lines = args.input.read_text(encoding="utf-8").splitlines()
+        lines = args.input.read_bytes().splitlines()
     except OSError as exc:
         print(f"asya: cannot read --input: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.isolate and not args.broker:
         print("asya: --isolate needs --broker amqp://...", file=sys.stderr)
         return EXIT_USAGE
-    if not (args.route or app.route):
-        print(
-            "asya: no route for bare payloads: pass --route a,b,c or declare ROUTE in the app"
-            " (lines that are whole envelopes carry their own)",
-            file=sys.stderr,
-        )
+    check_run(app, lines, args.route)
     output = args.output.open("w", encoding="utf-8") if args.output else None
-
-    async def emit(envelope: Envelope) -> None:
-        write_line(sys.stdout, envelope)
-        if output is not None:
-            write_line(output, envelope)
-
+    finals = FinalsWriter(sys.stdout, output)
     try:
-        main = _run(args, settings, app, lines, emit)
+        main = _until_sigterm(_run(args, settings, app, lines, finals.emit))
         result = event_loop.run(main, settings.process.event_loop)
+    except _TerminatedError:
+        print("asya: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     finally:
         if output is not None:
             output.close()
     if not args.quiet:
-        route = list(app.route or ())
-        order = route + [s.name for s in app.specs if s.name not in route]
-        print("\n" + format_summary(result.stats, order, result.elapsed_s), file=sys.stderr)
+        _print_summary(app, finals, result)
     if result.stats.failed and not args.allow_failures:
         return EXIT_FAILURES
     return EXIT_OK
+
+
+def _print_summary(app: App, finals: FinalsWriter, result: DevResult) -> None:
+    if not finals.stdout_open:
+        print(
+            f"asya: stdout was closed after {finals.written_to_stdout} final envelope(s);"
+            " the run went on and every envelope is counted below",
+            file=sys.stderr,
+        )
+    route = list(app.route or ())
+    order = route + [s.name for s in app.specs if s.name not in route]
+    print("\n" + format_summary(result.stats, order, result.elapsed_s), file=sys.stderr)
+
+
+class _TerminatedError(Exception):
+    """The run was stopped by SIGTERM, and everything it started was cleaned up."""
+
+
+async def _until_sigterm(main: Coroutine[Any, Any, T]) -> T:
+    """Run `main`; on SIGTERM cancel it, so that its cleanup runs, then raise `_TerminatedError`.
+
+    SIGINT needs no handler here: asyncio's runner cancels the main task the same way and
+    raises KeyboardInterrupt. A second SIGTERM while cleaning up is ignored.
+    """
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    terminated = False
+
+    def on_sigterm() -> None:
+        nonlocal terminated
+        if not terminated:
+            terminated = True
+            task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    try:
+        return await main
+    except BaseException as exc:
+        # Whatever ended the run once SIGTERM came (the cancellation, or a process that the
+        # same signal stopped first) is the termination.
+        if terminated:
+            raise _TerminatedError from exc
+        raise
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 async def _run(
     args: argparse.Namespace,
     settings: Settings,
     app: App,
-    lines: list[str],
+    lines: list[bytes],
     emit: Callable[[Envelope], Awaitable[None]],
 ) -> DevResult:
     clock, rng = SystemClock(), random.Random()
@@ -134,12 +192,18 @@ async def _run(
         )
     namespace = args.namespace or fresh_namespace()
     transport = broker_transport(args.broker, namespace, settings, name="asya-dev")
-    await transport.connect()
+    connected = False
     try:
+        await transport.connect()
+        connected = True
+        if not args.namespace:
+            progress(f"asya: namespace '{namespace}' (its queues are deleted after the run)")
         with tempfile.TemporaryDirectory(prefix="asya-dev-") as workdir:
             mesh = None
             if args.isolate:
-                mesh = _isolated(app, transport, args.broker, namespace, Path(workdir), clock, rng)
+                mesh = _isolated(
+                    app, transport, args.broker, namespace, Path(workdir), options.mesh, clock, rng
+                )
             return await run_dev(
                 app,
                 lines,
@@ -152,9 +216,11 @@ async def _run(
                 mesh=mesh,
             )
     finally:
-        if not args.namespace:  # a namespace made for this run leaves nothing behind
-            await transport.delete_queues([*(s.name for s in app.specs), HAPPY_END, ERROR_END])
-        await transport.aclose()
+        try:
+            if connected and not args.namespace:  # a fresh namespace leaves nothing behind
+                await transport.delete_queues([*(s.name for s in app.specs), HAPPY_END, ERROR_END])
+        finally:
+            await transport.aclose()
 
 
 def _isolated(
@@ -163,6 +229,7 @@ def _isolated(
     url: str,
     namespace: str,
     workdir: Path,
+    options: MeshOptions,
     clock: SystemClock,
     rng: random.Random,
 ) -> MeshFactory:
@@ -178,6 +245,7 @@ def _isolated(
             env=dict(os.environ),
             clock=clock,
             rng=rng,
+            options=options,
         )
 
     return start

@@ -15,6 +15,10 @@ from asya.settings import Settings
 EXIT_OK = 0
 EXIT_FAILURES = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+"""SIGINT (Ctrl-C): 128 + 2, as a shell reports a process it interrupted."""
+EXIT_TERMINATED = 143
+"""SIGTERM: 128 + 15, as a shell (or Kubernetes) reports a process it terminated."""
 
 if TYPE_CHECKING:
     from asya.transport.rabbitmq import RabbitMQTransport
@@ -34,21 +38,40 @@ def route(text: str) -> tuple[str, ...]:
     return names
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number above zero (0 would disable a limit silently)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got '{text}'") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
 def add_limits(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-payload-bytes",
-        type=int,
-        help="largest encoded payload (default: ASYA_MAX_PAYLOAD_BYTES or 4 MiB)",
+        type=positive_int,
+        metavar="N",
+        help="largest encoded payload, 1 or more (default: ASYA_MAX_PAYLOAD_BYTES or 4 MiB)",
     )
     parser.add_argument(
-        "--hop-limit", type=int, help="most actors one envelope may visit (default: 64)"
+        "--hop-limit",
+        type=positive_int,
+        metavar="N",
+        help="most actors one envelope may visit, 1 or more (default: ASYA_HOP_LIMIT or 64)",
     )
 
 
 def limits(args: argparse.Namespace, settings: Settings) -> Limits:
     return Limits(
-        max_payload_bytes=args.max_payload_bytes or settings.limits.max_payload_bytes,
-        hop_limit=args.hop_limit or settings.limits.hop_limit,
+        max_payload_bytes=(
+            settings.limits.max_payload_bytes
+            if args.max_payload_bytes is None
+            else args.max_payload_bytes
+        ),
+        hop_limit=settings.limits.hop_limit if args.hop_limit is None else args.hop_limit,
     )
 
 

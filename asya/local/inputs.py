@@ -3,14 +3,17 @@
 A line is either a bare payload, sent along the given route, or a whole envelope (an object with
 a `route`), which keeps its own route; `route` may be the full triplet or a list of actor names,
 and `id` and `status` may be left out. A line that is not JSON, or not a valid envelope, is not
-an error of the run: it becomes an `error-end` envelope with its reason and raw text, like any
-malformed message. Pure: `now` and the random source are arguments.
+an error of the run: it becomes an `error-end` envelope with its reason and raw bytes, like any
+malformed message (bytes that are not UTF-8 included). Before a run, `first_bare_payload` and
+`check_route` let the caller fail fast on a route that cannot work. Pure: `now` and the random
+source are arguments.
 """
 
 from __future__ import annotations
 
+import difflib
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -26,7 +29,7 @@ from asya.envelope import (
     encode_payload,
     new_envelope_id,
 )
-from asya.errors import EnvelopeError, PayloadTooLargeError
+from asya.errors import EnvelopeError, PayloadTooLargeError, SettingsError
 from asya.routing import Delivery, Rejection, plan_malformed
 
 ENTRY_UNKNOWN = "input"
@@ -34,7 +37,7 @@ ENTRY_UNKNOWN = "input"
 
 
 def parse_line(
-    line: str,
+    line: bytes,
     *,
     line_no: int,
     route: Sequence[str] | None,
@@ -43,7 +46,7 @@ def parse_line(
     rng: random.Random,
 ) -> Envelope | Delivery:
     """An envelope to publish to `route.curr`, or a delivery to `error-end` for a bad line."""
-    raw = line.encode()
+    raw = line
     entry = route[0] if route else ENTRY_UNKNOWN
 
     def bad(reason: Reason, message: str) -> Delivery:
@@ -53,9 +56,11 @@ def parse_line(
 
     try:
         value = msgspec.json.decode(raw)
+    except UnicodeDecodeError as exc:
+        return bad(Reason.MALFORMED_ENVELOPE, f"not UTF-8: {exc}")
     except msgspec.DecodeError as exc:
         return bad(Reason.MALFORMED_ENVELOPE, f"not valid JSON: {exc}")
-    if isinstance(value, dict) and "route" in value:
+    if _is_envelope(value):
         return _whole_envelope(value, limits, now, rng, bad)
     if not route:
         return bad(
@@ -72,6 +77,47 @@ def parse_line(
         status=Status(created_at=now, updated_at=now),
         payload=value,
     )
+
+
+def first_bare_payload(lines: Iterable[bytes]) -> int | None:
+    """The number (from 1) of the first line that is a bare payload, which needs a route.
+
+    Blank lines, whole envelopes (they carry their own route) and bad lines (they end in
+    `error-end` whatever the route) need none.
+    """
+    for line_no, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            value = msgspec.json.decode(line)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            continue
+        if not _is_envelope(value):
+            return line_no
+    return None
+
+
+def check_route(route: Sequence[str], actors: Iterable[str], *, option: str) -> None:
+    """Fail unless every name in `route` is one of `actors`.
+
+    Raises:
+        SettingsError: a name is not an actor; the message names the closest one.
+    """
+    known = sorted(actors)
+    for name in route:
+        if name in known:
+            continue
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else f"the actors are: {', '.join(known)}"
+        raise SettingsError(
+            f"{option} names '{name}', which the app does not define; {hint}",
+            variable=option,
+            value=",".join(route),
+        )
+
+
+def _is_envelope(value: object) -> bool:
+    return isinstance(value, dict) and "route" in value
 
 
 def _whole_envelope(

@@ -1,35 +1,63 @@
 """`asya dev --isolate`: every actor as in a pod — a runtime process and a sidecar process.
 
 The runner keeps the end actors in-process (it records the finals) and the broker topology;
-each actor gets `python -m asya.runtime` and `asya-sidecar`, wired exactly as the operator
-wires a pod: the handler reference, a Unix socket between them, the broker. The sidecars
-print a JSON line per finished step (`ASYA_STEP_EVENTS`), which is how the run knows when it
-is over. A process that exits on its own is fatal for the run; leaving the context stops
-sidecars first (they drain), then runtimes.
+each worker of an actor is a pair of `python -m asya.runtime` and `asya-sidecar`, wired as
+the operator wires a pod: the handler reference and a Unix socket of its own between them,
+and the broker for the sidecar only (the runtime runs user code: it gets no broker URL or
+credentials). Pairs are started and retired by the KEDA rule of `asya.local.autoscale` on
+the queue depth, as `asya.local.mesh` does with in-process workers. The sidecars print a
+JSON line per finished step (`ASYA_STEP_EVENTS`), which is how the run knows when it is over.
+
+A process that exits on its own is fatal for the run. A pair is retired sidecar first (it
+drains, and gives back what it cannot finish), then its runtime; a process that outlives
+its bound after SIGTERM is killed, so stopping never hangs on one that ignores SIGTERM.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import random
 import sys
 from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from asya.actor import ActorSpec
 from asya.clock import Clock
 from asya.consumer import StepResult
 from asya.crew.ends import EndActor, Sink
 from asya.errors import ActorDefinitionError
+from asya.local.autoscale import ScaleState, next_scale
 from asya.local.discovery import App
-from asya.local.mesh import WorkerObserver, wait_unless_fatal
+from asya.local.mesh import MeshOptions, WorkerObserver, wait_unless_fatal
 from asya.routing import ERROR_END, HAPPY_END
 from asya.settings import env_var
 from asya.transport.base import Transport
 
 log = logging.getLogger(__name__)
+
+BROKER_ENV_PREFIX = env_var("broker_")
+"""`ASYA_BROKER_URL`, `_HOST`, `_USER`, `_PASSWORD`…: for the sidecar only."""
+KILL_AFTER_FATAL_S = 1.0
+"""How long a process may take to exit on SIGTERM once the run has failed: nothing to drain."""
+KILL_MARGIN_S = 2.0
+"""Time past the drain grace before a process that has not exited is killed."""
+
+
+@dataclass(eq=False)
+class _Pair:
+    """One worker of an actor: its runtime and its sidecar."""
+
+    actor: str
+    index: int
+    runtime: asyncio.subprocess.Process
+    sidecar: asyncio.subprocess.Process
+    retiring: bool = False
+    watchers: list[asyncio.Task[None]] = field(default_factory=list)
 
 
 class IsolatedMesh:
@@ -48,87 +76,54 @@ class IsolatedMesh:
         env: Mapping[str, str],
         clock: Clock,
         rng: random.Random,
+        options: MeshOptions | None = None,
     ) -> None:
         self._app = app
         self._transport = transport
         self._observer = observer
         self._workdir = workdir
+        self._clock = clock
+        self._options = options or MeshOptions()
         self._ends = [
             EndActor(name, transport=transport, sink=sink, clock=clock, rng=rng)
             for name in (HAPPY_END, ERROR_END)
         ]
         path = os.pathsep.join(p for p in (app.search_path, env.get("PYTHONPATH")) if p)
-        self._env = {
+        grace = str(self._options.grace_s)
+        self._runtime_env = {
+            **{k: v for k, v in env.items() if not k.startswith(BROKER_ENV_PREFIX)},
+            "PYTHONPATH": path,
+            env_var("grace_s"): grace,
+        }
+        self._sidecar_env = {
             **env,
             "PYTHONPATH": path,
+            env_var("grace_s"): grace,
             env_var("broker_url"): broker_url,
             env_var("namespace"): namespace,
             env_var("health_port"): "0",
             env_var("step_events"): "true",
         }
-        self._processes: dict[str, asyncio.subprocess.Process] = {}
-        self._readers: list[asyncio.Task[None]] = []
+        self._pairs: dict[str, list[_Pair]] = {s.name: [] for s in app.specs}
+        self._scale: dict[str, ScaleState] = {s.name: ScaleState(0) for s in app.specs}
+        self._started: dict[str, int] = {s.name: 0 for s in app.specs}
+        self._spawned: list[asyncio.subprocess.Process] = []
+        self._retiring: set[asyncio.Task[None]] = set()
+        self._scaler: asyncio.Task[None] | None = None
         self._fatal: asyncio.Future[None] | None = None
         self._stopping = False
 
     def workers(self, actor: str) -> int:
-        process = self._processes.get(f"{actor}/sidecar")
-        return 1 if process is not None and process.returncode is None else 0
+        return len(self._pairs[actor])
 
     async def __aenter__(self) -> IsolatedMesh:
         self._fatal = asyncio.get_running_loop().create_future()
-        for name in (*(s.name for s in self._app.specs), HAPPY_END, ERROR_END):
+        for name in (*self._pairs, HAPPY_END, ERROR_END):
             await self._transport.declare(name)
         for end in self._ends:
             await end.start()
-        for spec in self._app.specs:
-            socket_path = str(self._workdir / f"{spec.name}.sock")
-            common = {**self._env, env_var("socket_path"): socket_path}
-            await self._spawn(
-                f"{spec.name}/runtime",
-                ["-m", "asya.runtime"],
-                {**common, env_var("handler"): spec.ref},
-            )
-            await self._spawn(
-                f"{spec.name}/sidecar",
-                ["-m", "asya_sidecar.main"],
-                {**common, env_var("actor"): spec.name},
-                events=True,
-            )
-            self._observer.on_workers(spec.name, 1)
+        self._scaler = asyncio.create_task(self._run_scaler())
         return self
-
-    async def _spawn(
-        self, name: str, args: list[str], env: dict[str, str], *, events: bool = False
-    ) -> None:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            *args,
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE if events else None,
-        )
-        self._processes[name] = process
-        self._readers.append(asyncio.create_task(self._watch(name, process, events=events)))
-
-    async def _watch(self, name: str, process: asyncio.subprocess.Process, *, events: bool) -> None:
-        if events and process.stdout is not None:
-            async for line in process.stdout:
-                self._on_line(line)
-        code = await process.wait()
-        if not self._stopping and self._fatal is not None and not self._fatal.done():
-            self._fatal.set_exception(
-                ActorDefinitionError(f"{name} exited with code {code} (see its output above)")
-            )
-
-    def _on_line(self, line: bytes) -> None:
-        try:
-            event = json.loads(line)
-            self._observer.on_step(
-                event["actor"], StepResult(event["result"]), event["duration_s"], event["outputs"]
-            )
-        except (ValueError, KeyError, TypeError):
-            sys.stdout.write(line.decode(errors="replace"))
 
     async def wait(self, condition: Awaitable[None]) -> None:
         """Wait for `condition`, unless one of the processes dies.
@@ -141,18 +136,132 @@ class IsolatedMesh:
 
     async def __aexit__(self, *exc_info: object) -> None:
         self._stopping = True
-        for role in ("sidecar", "runtime"):
-            group = [
-                p for n, p in self._processes.items() if n.endswith(role) and p.returncode is None
-            ]
-            for process in group:
-                process.terminate()
-            for process in group:
-                try:
-                    await asyncio.wait_for(process.wait(), 30)
-                except TimeoutError:
-                    process.kill()
-                    await process.wait()
-        await asyncio.gather(*self._readers, return_exceptions=True)
+        if self._scaler is not None:
+            self._scaler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scaler
+        for pairs in self._pairs.values():
+            while pairs:
+                self._retire(pairs.pop())
+        # Each retirement is bounded (it ends in SIGKILL), so this wait is too.
+        await asyncio.gather(*self._retiring, return_exceptions=True)
+        # A pair the scaler was starting when it was cancelled has no entry in `_pairs`.
+        await asyncio.gather(*(_stop_process(p, KILL_AFTER_FATAL_S) for p in self._spawned))
         for end in self._ends:
-            await end.stop(5)
+            await end.stop(self._options.grace_s)
+        if self._fatal is not None and self._fatal.done():
+            self._fatal.exception()  # raised by `wait`, or superseded by why the run ended
+
+    async def _run_scaler(self) -> None:
+        try:
+            while True:
+                for spec in self._app.specs:
+                    await self._rescale(spec)
+                await asyncio.sleep(self._options.poll_interval_s)
+        except Exception as exc:  # a broker failure or a failed spawn: the run cannot go on
+            self._fail(exc)
+
+    async def _rescale(self, spec: ActorSpec) -> None:
+        depth = await self._transport.depth(spec.name)
+        state = next_scale(
+            spec.scaling, self._scale[spec.name], depth.total, self._clock.monotonic()
+        )
+        self._scale[spec.name] = state
+        pairs = self._pairs[spec.name]
+        while len(pairs) < state.replicas:
+            pairs.append(await self._start_pair(spec))
+        while len(pairs) > state.replicas:
+            self._retire(pairs.pop())
+        self._observer.on_workers(spec.name, len(pairs))
+
+    async def _start_pair(self, spec: ActorSpec) -> _Pair:
+        index = self._started[spec.name]
+        self._started[spec.name] += 1
+        socket = {env_var("socket_path"): str(self._workdir / f"{spec.name}-{index}.sock")}
+        runtime = await self._spawn(
+            ["-m", "asya.runtime"],
+            {**self._runtime_env, **socket, env_var("handler"): spec.ref},
+            events=False,
+        )
+        sidecar = await self._spawn(
+            ["-m", "asya_sidecar.main"],
+            {**self._sidecar_env, **socket, env_var("actor"): spec.name},
+            events=True,
+        )
+        pair = _Pair(spec.name, index, runtime, sidecar)
+        pair.watchers = [
+            asyncio.create_task(self._watch(pair, "runtime", runtime)),
+            asyncio.create_task(self._watch(pair, "sidecar", sidecar)),
+        ]
+        return pair
+
+    async def _spawn(
+        self, args: list[str], env: dict[str, str], *, events: bool
+    ) -> asyncio.subprocess.Process:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *args,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE if events else None,
+        )
+        self._spawned.append(process)
+        return process
+
+    async def _watch(self, pair: _Pair, role: str, process: asyncio.subprocess.Process) -> None:
+        if process.stdout is not None:
+            async for line in process.stdout:
+                self._on_line(line)
+        code = await process.wait()
+        if pair.retiring or self._stopping:
+            return
+        self._fail(
+            ActorDefinitionError(
+                f"{pair.actor}/{role} (worker {pair.index}) exited with code {code}"
+                " (see its output above)",
+                actor=pair.actor,
+            )
+        )
+
+    def _fail(self, exc: Exception) -> None:
+        if self._fatal is not None and not self._fatal.done():
+            self._fatal.set_exception(exc)
+
+    def _on_line(self, line: bytes) -> None:
+        try:
+            event = json.loads(line)
+            self._observer.on_step(
+                event["actor"], StepResult(event["result"]), event["duration_s"], event["outputs"]
+            )
+        except (ValueError, KeyError, TypeError):
+            # Not a step event: the sidecar's stdout is no place for the run's finals.
+            sys.stderr.write(line.decode(errors="replace"))
+
+    def _retire(self, pair: _Pair) -> None:
+        pair.retiring = True
+        task = asyncio.create_task(self._stop_pair(pair))
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    async def _stop_pair(self, pair: _Pair) -> None:
+        failed = self._fatal is not None and self._fatal.done()
+        bound_s = KILL_AFTER_FATAL_S if failed else self._options.grace_s + KILL_MARGIN_S
+        # Sidecar first: it stops consuming and drains through the runtime, which must still
+        # be there to answer.
+        await _stop_process(pair.sidecar, bound_s)
+        await _stop_process(pair.runtime, bound_s)
+        await asyncio.gather(*pair.watchers, return_exceptions=True)
+
+
+async def _stop_process(process: asyncio.subprocess.Process, bound_s: float) -> None:
+    """SIGTERM, and SIGKILL if it has not exited within `bound_s`."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+    try:
+        await asyncio.wait_for(process.wait(), bound_s)
+    except TimeoutError:
+        log.warning("process ignored SIGTERM; killing it", extra={"pid": process.pid})
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()

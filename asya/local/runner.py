@@ -1,8 +1,10 @@
 """`asya dev`: run an app's actors over a file of inputs, in-memory or on a broker.
 
-Feeds every input line (see `asya.local.inputs`), lets the mesh scale and route until every
-envelope is final, and returns the run's statistics. Final envelopes go to `emit` as they
-are recorded; progress lines go to `progress` while the run lasts.
+Checks first that the inputs can be routed at all (`check_run`: a usage error, not one
+`error-end` envelope per line), then feeds every input line (see `asya.local.inputs`), lets
+the mesh scale and route until every envelope is final, and returns the run's statistics.
+Final envelopes go to `emit` as they are recorded; progress lines go to `progress` while the
+run lasts.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from typing import Protocol
 from asya.client import Client
 from asya.clock import Clock
 from asya.envelope import END_LIMITS, Envelope, encode_envelope
-from asya.errors import UnknownActorError
+from asya.errors import SettingsError, UnknownActorError
 from asya.local.discovery import App
-from asya.local.inputs import parse_line
+from asya.local.inputs import check_route, first_bare_payload, parse_line
 from asya.local.mesh import Mesh, MeshOptions
 from asya.local.report import RunStats
 from asya.routing import ERROR_END, Delivery, plan_unknown_actor
@@ -56,9 +58,34 @@ class DevResult:
     elapsed_s: float
 
 
+def check_run(app: App, lines: Sequence[bytes], route: Sequence[str] | None) -> None:
+    """Fail before anything starts if the inputs cannot be routed.
+
+    `route` is the one given for bare payloads (`--route`); without it, the app's ROUTE.
+
+    Raises:
+        SettingsError: `route` names an actor the app does not define, or a line is a bare
+            payload and there is no route at all.
+    """
+    if route:
+        check_route(route, (s.name for s in app.specs), option="--route")
+        return
+    if app.route:
+        return
+    line_no = first_bare_payload(lines)
+    if line_no is not None:
+        raise SettingsError(
+            f"input line {line_no} is a bare payload and there is no route for it: pass"
+            " --route a,b,c, declare ROUTE = [...] in the app, or give each line as an"
+            ' envelope with its own route ({"route": ["a", "b"], "payload": ...})',
+            variable="--route",
+            value=None,
+        )
+
+
 async def run_dev(
     app: App,
-    lines: Sequence[str],
+    lines: Sequence[bytes],
     *,
     emit: Callable[[Envelope], Awaitable[None]],
     progress: Callable[[str], None],
@@ -70,13 +97,16 @@ async def run_dev(
 ) -> DevResult:
     """Run `app` over `lines` until every envelope is final.
 
-    `transport` defaults to the in-memory one; `mesh` to in-process workers on it.
+    `transport` defaults to the in-memory one; `mesh` to in-process workers on it. Each line
+    is the bytes of one JSON line (see `asya.local.inputs`).
 
     Raises:
+        SettingsError: the inputs cannot be routed (see `check_run`).
         ActorDefinitionError: an actor could not start.
         TransportError: the broker failed.
     """
     opts = options or DevOptions()
+    check_run(app, lines, opts.route)
     used = transport or MemoryTransport()
     stats = RunStats(emit)
 
@@ -110,7 +140,7 @@ class _Run:
     def __init__(
         self,
         app: App,
-        lines: Sequence[str],
+        lines: Sequence[bytes],
         transport: Transport,
         stats: RunStats,
         opts: DevOptions,

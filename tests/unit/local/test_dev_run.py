@@ -10,7 +10,7 @@ from asya import RetryPolicy, actor
 from asya.actor import REGISTRY
 from asya.clock import SystemClock
 from asya.envelope import Reason
-from asya.errors import ActorDefinitionError
+from asya.errors import ActorDefinitionError, SettingsError
 from asya.local.discovery import App
 from asya.local.mesh import MeshOptions
 from asya.local.runner import DevOptions, run_dev
@@ -25,7 +25,7 @@ async def run(lines, route=("a",), **mesh_options):
     app = App(specs=tuple(REGISTRY), route=tuple(route), search_path=None)
     result = await run_dev(
         app,
-        lines,
+        [line.encode() for line in lines],
         emit=emit,
         progress=progress.append,
         clock=SystemClock(),
@@ -125,3 +125,20 @@ async def test_timeouts_reach_error_end_and_the_run_still_finishes():
 
     assert sorted(str(f.status.reason) for f in finals) == ["None", "Timeout"]
     assert result.stats.failed_by_reason[Reason.TIMEOUT.value] == 1
+
+
+async def test_bare_payloads_without_any_route_fail_before_any_actor_starts():
+    started = []
+
+    @actor
+    class a:  # noqa: N801 (the actor name comes from the class name)
+        def __init__(self):
+            started.append(self)
+
+        def __call__(self, doc):
+            return doc
+
+    with pytest.raises(SettingsError, match="input line 2 is a bare payload"):
+        await run(['{"route": ["a"], "payload": 1}', '"bare"'], route=())
+
+    assert started == []

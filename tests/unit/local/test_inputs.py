@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from asya.envelope import Envelope, Limits, Reason
-from asya.local.inputs import parse_line
+from asya.errors import SettingsError
+from asya.local.inputs import check_route, first_bare_payload, parse_line
 from asya.routing import ERROR_END, Delivery
 from tests.factories import T0, rng
 
 
 def parse(line, route=("a", "b"), limits=None):
-    return parse_line(line, line_no=7, route=route, limits=limits or Limits(), now=T0, rng=rng())
+    raw = line if isinstance(line, bytes) else line.encode()
+    return parse_line(raw, line_no=7, route=route, limits=limits or Limits(), now=T0, rng=rng())
 
 
 def test_a_bare_payload_is_sent_along_the_route():
@@ -84,3 +88,43 @@ def test_a_bare_payload_without_any_route_is_refused_with_how_to_fix():
 
     assert isinstance(item, Delivery)
     assert "pass --route a,b,c or declare ROUTE" in item.envelope.status.error.message
+
+
+def test_a_line_that_is_not_utf8_is_malformed_and_keeps_its_raw_bytes():
+    line = b'{"text": "caf\xe9"}'
+
+    item = parse(line)
+
+    assert isinstance(item, Delivery)
+    assert item.target == ERROR_END
+    assert item.envelope.status.reason is Reason.MALFORMED_ENVELOPE
+    assert item.envelope.status.error.message.startswith("input line 7: not UTF-8")
+    assert base64.b64decode(item.envelope.payload["body_base64"]) == line
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        pytest.param([b'{"route": ["a"], "payload": 1}', b"", b"{broken"], None, id="none"),
+        pytest.param([b"", b'{"route": ["a"], "payload": 1}', b'"bare"'], 3, id="third"),
+        pytest.param([b'{"text": "no route key"}'], 1, id="object-without-route"),
+        pytest.param([b'"caf\xe9"'], None, id="not-utf8-is-bad-not-bare"),
+    ],
+)
+def test_the_first_bare_payload_is_found_by_its_line_number(lines, expected):
+    assert first_bare_payload(lines) == expected
+
+
+def test_a_route_naming_an_unknown_actor_is_refused_naming_the_closest_one():
+    with pytest.raises(SettingsError) as caught:
+        check_route(("normalize", "scroe"), ["normalize", "score", "split"], option="--route")
+
+    assert str(caught.value) == (
+        "--route names 'scroe', which the app does not define; did you mean 'score'?"
+    )
+    assert caught.value.variable == "--route"
+
+
+def test_a_route_with_no_close_name_lists_the_actors():
+    with pytest.raises(SettingsError, match="the actors are: score, split"):
+        check_route(("translate",), ["split", "score"], option="--route")
