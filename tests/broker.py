@@ -79,6 +79,10 @@ def new_namespace() -> str:
     return f"t{uuid.uuid4().hex[:10]}"
 
 
+BROKER_PREFIX = "ASYA_BROKER_"
+"""The broker's address and credentials: the sidecar's alone, never the runtime's."""
+
+
 @dataclass
 class Pod:
     """One actor as in Kubernetes: a runtime process and a sidecar process."""
@@ -86,7 +90,10 @@ class Pod:
     actor: str
     handler: str | None
     env: dict[str, str]
+    """What both containers get."""
     socket_path: str
+    sidecar_env: dict[str, str] = field(default_factory=dict)
+    """What only the sidecar gets: the broker's variables."""
     runtime: asyncio.subprocess.Process | None = None
     sidecar: asyncio.subprocess.Process | None = None
     logs: list[Path] = field(default_factory=list)
@@ -101,7 +108,9 @@ class Pod:
 
     async def start_sidecar(self) -> None:
         self.sidecar = await _spawn(
-            [sys.executable, "-m", "asya_sidecar.main"], self.env, self._log("sidecar")
+            [sys.executable, "-m", "asya_sidecar.main"],
+            {**self.env, **self.sidecar_env},
+            self._log("sidecar"),
         )
 
     async def start(self) -> None:
@@ -150,22 +159,21 @@ class Cluster:
 
     def pod(self, actor: str, handler: str | None, **env: str) -> Pod:
         pythonpath = os.pathsep.join([str(self.workdir), os.environ.get("PYTHONPATH", "")])
-        pod = Pod(
-            actor,
-            handler,
-            {
-                **os.environ,
-                "PYTHONPATH": pythonpath,
-                "ASYA_BROKER_URL": self.url,
-                "ASYA_NAMESPACE": self.namespace,
-                "ASYA_ACTOR": actor,
-                "ASYA_SOCKET_PATH": str(self.workdir / f"{actor}.sock"),
-                "ASYA_HEALTH_PORT": "0",
-                "ASYA_GRACE_S": "10",
-                **env,
-            },
-            str(self.workdir / f"{actor}.sock"),
-        )
+        common = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(BROKER_PREFIX)},
+            "PYTHONPATH": pythonpath,
+            "ASYA_NAMESPACE": self.namespace,
+            "ASYA_ACTOR": actor,
+            "ASYA_SOCKET_PATH": str(self.workdir / f"{actor}.sock"),
+            "ASYA_HEALTH_PORT": "0",
+            "ASYA_GRACE_S": "10",
+            **{k: v for k, v in env.items() if not k.startswith(BROKER_PREFIX)},
+        }
+        broker = {
+            "ASYA_BROKER_URL": self.url,
+            **{k: v for k, v in env.items() if k.startswith(BROKER_PREFIX)},
+        }
+        pod = Pod(actor, handler, common, str(self.workdir / f"{actor}.sock"), broker)
         self.pods[actor] = pod
         return pod
 

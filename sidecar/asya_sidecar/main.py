@@ -3,11 +3,13 @@
 Reads its settings once (`ASYA_*`), connects to the broker (retrying with backoff, one line
 per failure, no tracebacks), declares its queue and the end actors', and then either
 - serves an actor: asks the runtime what it is (timeout, concurrency, retry policy all come
-  from `@actor` through the runtime's Pong), and runs the consumer chain with the runtime as
-  its invoker; or
+  from `@actor` through the runtime's Pong), waiting for it as long as it takes, and runs the
+  consumer chain with the runtime as its invoker; while the runtime is unreachable for longer
+  than ASYA_RUNTIME_WAIT_S it stops consuming (see `runtime_link`); or
 - serves `happy-end` / `error-end`: records final envelopes and answers `reply_to`.
-SIGTERM or SIGINT: stop consuming, finish what is in flight within ASYA_GRACE_S, give the
-rest back to the queue, exit 0. Health: /healthz and /readyz on ASYA_HEALTH_PORT.
+SIGTERM or SIGINT, at any point: stop consuming, finish what is in flight within ASYA_GRACE_S,
+give the rest back to the queue, exit 0. Health: /healthz and /readyz on ASYA_HEALTH_PORT, from
+the start: live unless stopped, ready only while consuming with a runtime that answers.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ import os
 import random
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
+from typing import TypeVar
 
 from asya import event_loop, logs
 from asya.clock import Clock, SystemClock
 from asya.consumer import Consumer, ConsumerConfig
 from asya.crew.ends import EndActor
 from asya.errors import AsyaError, SettingsError, TransportError
+from asya.message_loop import LoopState
 from asya.retry import RetryPolicy, backoff_ms
 from asya.routing import END_ACTORS, ERROR_END, HAPPY_END
 from asya.runtime.frames import ActorInfo
@@ -44,9 +48,11 @@ else:
     _missing_broker_client = False
 from asya_sidecar.events import LogSink, StepEvents
 from asya_sidecar.health import HealthServer
-from asya_sidecar.runtime_link import RuntimeLink
+from asya_sidecar.runtime_link import LinkState, RuntimeLink
 
 log = logging.getLogger("asya.sidecar")
+
+T = TypeVar("T")
 
 BROKER_BACKOFF = RetryPolicy(base_delay_ms=500, factor=2.0, max_delay_ms=30_000, jitter=0.2)
 """Backoff between attempts to reach the broker at start."""
@@ -120,39 +126,100 @@ async def serve(settings: Settings, clock: Clock, rng: random.Random) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    transport = await connect_broker(settings, rng, stop)
-    if transport is None:
-        return
-    runtime: RuntimeLink | None = None
+    parts = _Parts()
+    # Up from the start: while the broker or the runtime is awaited, live but not ready.
+    health = HealthServer(settings.sidecar.health_port, live=parts.is_live, ready=parts.is_ready)
+    if settings.sidecar.health_port:
+        await health.start()
+    try:
+        transport = await connect_broker(settings, rng, stop)
+        if transport is not None:
+            await _serve_actor(actor, settings, transport, parts, stop, clock, rng)
+    finally:
+        await health.stop()
+
+
+class _Parts:
+    """What the probes and the runtime link's hooks look at, filled in as the sidecar starts."""
+
+    def __init__(self) -> None:
+        self.role: Consumer | EndActor | None = None
+        self.runtime: RuntimeLink | None = None
+
+    def is_live(self) -> bool:
+        return self.role is None or self.role.loop.state is not LoopState.STOPPED
+
+    def is_ready(self) -> bool:
+        return (
+            self.role is not None
+            and self.role.loop.state is LoopState.RUNNING
+            and (self.runtime is None or self.runtime.is_available)
+        )
+
+    async def stop_consuming(self) -> None:
+        """The runtime is down: let other replicas have the queue (messages held stay held)."""
+        if self.role is not None:
+            await self.role.loop.pause()
+
+    async def resume_consuming(self) -> None:
+        if self.role is not None:
+            await self.role.loop.resume()
+
+
+async def _serve_actor(
+    actor: str,
+    settings: Settings,
+    transport: RabbitMQTransport,
+    parts: _Parts,
+    stop: asyncio.Event,
+    clock: Clock,
+    rng: random.Random,
+) -> None:
+    """Serve `actor` on a connected broker until `stop`; closes the transport."""
     try:
         for name in {actor, HAPPY_END, ERROR_END}:
             await transport.declare(name)
         if actor not in END_ACTORS:
-            runtime = RuntimeLink(
+            parts.runtime = RuntimeLink(
                 settings.runtime.socket_path,
                 wait_s=settings.sidecar.runtime_wait_s,
                 clock=clock,
                 rng=rng,
+                on_down=parts.stop_consuming,
+                on_up=parts.resume_consuming,
             )
-        role = await _role(actor, settings, transport, runtime, clock, rng)
-        link = runtime
-        health = HealthServer(
-            settings.sidecar.health_port,
-            live=lambda: role.loop.state.value in ("starting", "running", "draining"),
-            ready=lambda: role.loop.state.value == "running" and (link is None or link.connected),
+        # Waits for the runtime as long as it takes (the pod's probes bound that), or for stop.
+        role = await _unless_stopped(
+            stop, _role(actor, settings, transport, parts.runtime, clock, rng)
         )
-        if settings.sidecar.health_port:
-            await health.start()
+        if role is None:
+            return
+        parts.role = role
         await role.start()
+        if parts.runtime is not None and parts.runtime.state is LinkState.DOWN:
+            await parts.stop_consuming()  # it went down again before there was a loop to pause
         print(f"asya-sidecar: serving '{actor}'", file=sys.stderr, flush=True)
         await stop.wait()
         await role.stop(settings.runtime.grace_s)
-        if settings.sidecar.health_port:
-            await health.stop()
     finally:
-        if runtime is not None:
-            await runtime.aclose()
+        if parts.runtime is not None:
+            await parts.runtime.aclose()
         await transport.aclose()
+
+
+async def _unless_stopped(stop: asyncio.Event, work: Awaitable[T]) -> T | None:
+    """What `work` returns, or None (and `work` cancelled) if `stop` is set first."""
+    working = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({working, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        working.cancel()
+        await asyncio.gather(working, stopping, return_exceptions=True)
+    if stop.is_set():
+        return None
+    return working.result()
 
 
 async def _role(

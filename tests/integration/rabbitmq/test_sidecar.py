@@ -104,3 +104,80 @@ async def test_health_probes_answer_once_serving(amqp_url, namespace, transport,
         "/nope": b"HTTP/1.1 404 Not Found",
     }
     assert process.returncode == 0
+
+
+async def probe(port: int, path: str) -> int:
+    """The HTTP status the sidecar answers on `path`."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    status = int((await reader.read()).split(b" ", 2)[1])
+    writer.close()
+    return status
+
+
+async def start_runtime(tmp_path, actor: str, socket_path: str) -> asyncio.subprocess.Process:
+    (tmp_path / "late_handlers.py").write_text(
+        f"from asya import actor\n\n@actor(name='{actor}')\ndef handle(doc):\n    return doc\n"
+    )
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "asya.runtime",
+        env={
+            **os.environ,
+            "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+            "ASYA_HANDLER": "late_handlers:handle",
+            "ASYA_SOCKET_PATH": socket_path,
+        },
+        stdin=subprocess.DEVNULL,
+    )
+
+
+async def start_waiting_sidecar(amqp_url, namespace, tmp_path, port: int):
+    """A sidecar for actor 'late' whose runtime is not there, past its ASYA_RUNTIME_WAIT_S."""
+    process = await start_sidecar(
+        ASYA_ACTOR="late",
+        ASYA_NAMESPACE=namespace,
+        ASYA_BROKER_URL=amqp_url,
+        ASYA_HEALTH_PORT=str(port),
+        ASYA_SOCKET_PATH=str(tmp_path / "late.sock"),
+        ASYA_RUNTIME_WAIT_S="0.2",
+    )
+    seen = await read_until(process, "runtime not answering since start")
+    assert "runtime not answering since start" in seen, seen
+    return process
+
+
+async def test_the_sidecar_waits_at_start_for_a_runtime_that_comes_late(
+    amqp_url, namespace, transport, actor_names, tmp_path
+):
+    actor_names.add("late")
+    port = free_port()
+    sidecar = await start_waiting_sidecar(amqp_url, namespace, tmp_path, port)
+    while_waiting = (await probe(port, "/healthz"), await probe(port, "/readyz"))
+
+    runtime = await start_runtime(tmp_path, "late", str(tmp_path / "late.sock"))
+    seen = await read_until(sidecar, "serving 'late'")
+    once_served = await probe(port, "/readyz")
+    sidecar.send_signal(signal.SIGTERM)
+    await asyncio.wait_for(sidecar.communicate(), 30)
+    runtime.send_signal(signal.SIGTERM)
+    await asyncio.wait_for(runtime.wait(), 30)
+
+    assert while_waiting == (200, 503)
+    assert "serving 'late'" in seen
+    assert once_served == 200
+    assert sidecar.returncode == 0
+
+
+async def test_sigterm_while_waiting_for_the_runtime_exits_0(
+    amqp_url, namespace, transport, actor_names, tmp_path
+):
+    actor_names.add("late")
+    sidecar = await start_waiting_sidecar(amqp_url, namespace, tmp_path, free_port())
+
+    sidecar.send_signal(signal.SIGTERM)
+    rest, _ = await asyncio.wait_for(sidecar.communicate(), 10)
+
+    assert sidecar.returncode == 0
+    assert "Traceback" not in rest.decode()
