@@ -75,7 +75,8 @@ class RuntimeProtocolError(AsyaError):
 class RuntimeUnavailableError(AsyaError):
     """The runtime cannot be reached, or the connection broke with calls in flight.
 
-    Not the envelope's fault: the envelope is given back for redelivery, never failed.
+    Not the envelope's fault: the sidecar holds the envelope and calls again once the runtime
+    is back; it is never failed, and never requeued (which would count as a delivery).
     """
 
 

@@ -92,7 +92,8 @@ class SidecarSettings(msgspec.Struct, frozen=True, kw_only=True):
         float,
         msgspec.Meta(
             gt=0,
-            description="seconds a call waits for an unreachable runtime before its envelope is"
+            description="seconds the runtime may be unreachable before the sidecar stops"
+            " consuming and reports not ready; calls are held meanwhile, never failed or"
             " requeued",
         ),
     ] = 30.0

@@ -16,7 +16,7 @@ import socket
 import sys
 from collections.abc import Sequence
 
-from asya import event_loop
+from asya import event_loop, logs
 from asya.envelope import Limits
 from asya.errors import AsyaError
 from asya.handler import LocalInvoker, load_handler
@@ -78,6 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AsyaError as exc:
         print(f"asya runtime worker: {exc}", file=sys.stderr)
         return 2
+    logs.configure(settings.process)
     runtime = settings.runtime
     main = _serve(int(args[0]), runtime.handler, runtime.grace_s, settings.limits)
     return event_loop.run(main, settings.process.event_loop)

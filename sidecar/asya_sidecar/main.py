@@ -145,15 +145,19 @@ class _Parts:
     def __init__(self) -> None:
         self.role: Consumer | EndActor | None = None
         self.runtime: RuntimeLink | None = None
+        self.transport: RabbitMQTransport | None = None
 
     def is_live(self) -> bool:
         return self.role is None or self.role.loop.state is not LoopState.STOPPED
 
     def is_ready(self) -> bool:
+        # Not ready while publishing is impossible (the broker closed the publish channel, the
+        # connection is down): consuming then would only send envelopes back to the queue.
         return (
             self.role is not None
             and self.role.loop.state is LoopState.RUNNING
             and (self.runtime is None or self.runtime.is_available)
+            and (self.transport is not None and self.transport.can_publish)
         )
 
     async def stop_consuming(self) -> None:
@@ -176,6 +180,7 @@ async def _serve_actor(
     rng: random.Random,
 ) -> None:
     """Serve `actor` on a connected broker until `stop`; closes the transport."""
+    parts.transport = transport
     try:
         for name in {actor, HAPPY_END, ERROR_END}:
             await transport.declare(name)
