@@ -10,6 +10,7 @@ the value and the expected type: never a silent fallback. Nothing else in asya r
 
 from __future__ import annotations
 
+import argparse
 import textwrap
 import typing
 from collections.abc import Collection, Mapping, Sequence
@@ -247,6 +248,22 @@ def format_settings_help(settings: Sequence[SettingInfo]) -> str:
             )
         )
     return "\n".join(lines)
+
+
+def variables_parser(
+    prog: str, summary: str, settings: Sequence[SettingInfo]
+) -> argparse.ArgumentParser:
+    """The argument parser of a process configured only by `ASYA_*` variables.
+
+    It takes no arguments; `--help` prints `summary` and every variable with its default.
+    """
+    return argparse.ArgumentParser(
+        prog=prog,
+        description=summary,
+        epilog="Takes no arguments; configured by these environment variables (defaults shown):"
+        f"\n\n{format_settings_help(settings)}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def _choices(group: type[msgspec.Struct], name: str) -> str:

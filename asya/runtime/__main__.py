@@ -22,8 +22,8 @@ from asya.settings import (
     RUNTIME_VARIABLES,
     Settings,
     env_var,
-    format_settings_help,
     load_settings,
+    variables_parser,
 )
 
 log = logging.getLogger("asya.runtime")
@@ -66,19 +66,11 @@ async def serve(settings: Settings, env: dict[str, str]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `python -m asya.runtime` (no arguments but --help)."""
-    usage = "usage: python -m asya.runtime [-h]"
-    if argv is None:
-        argv = sys.argv[1:]
-    if list(argv) in (["-h"], ["--help"]):
-        print(
-            f"{usage}\n\nServes the handler named by ASYA_HANDLER on ASYA_SOCKET_PATH, in worker"
-            " processes.\nTakes no arguments; configured by these environment variables"
-            f" (defaults shown):\n\n{format_settings_help(RUNTIME_VARIABLES)}"
-        )
-        return 0
-    if argv:
-        print(f"{usage}\nasya runtime: takes no arguments, got {' '.join(argv)}", file=sys.stderr)
-        return 2
+    variables_parser(
+        "python -m asya.runtime",
+        "Serves the handler named by ASYA_HANDLER on ASYA_SOCKET_PATH, in worker processes.",
+        RUNTIME_VARIABLES,
+    ).parse_args(argv)
     try:
         settings = load_settings(os.environ)
         logs.configure(settings.process)

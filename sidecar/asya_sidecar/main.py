@@ -36,8 +36,8 @@ from asya.settings import (
     SIDECAR_VARIABLES,
     Settings,
     env_var,
-    format_settings_help,
     load_settings,
+    variables_parser,
 )
 
 try:
@@ -261,19 +261,11 @@ async def _role(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `asya-sidecar` console script (no arguments but --help)."""
-    usage = "usage: asya-sidecar [-h]"
-    if argv is None:
-        argv = sys.argv[1:]
-    if list(argv) in (["-h"], ["--help"]):
-        print(
-            f"{usage}\n\nOne actor's queue beside its runtime: consume, call the runtime, route,"
-            " publish, ack.\nTakes no arguments; configured by these environment variables"
-            f" (defaults shown):\n\n{format_settings_help(SIDECAR_VARIABLES)}"
-        )
-        return 0
-    if argv:
-        print(f"{usage}\nasya-sidecar: takes no arguments, got {' '.join(argv)}", file=sys.stderr)
-        return 2
+    variables_parser(
+        "asya-sidecar",
+        "One actor's queue beside its runtime: consume, call the runtime, route, publish, ack.",
+        SIDECAR_VARIABLES,
+    ).parse_args(argv)
     if _missing_broker_client:
         print(
             "asya-sidecar: the RabbitMQ client is missing: pip install 'asya[rabbitmq]'",

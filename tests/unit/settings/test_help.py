@@ -10,10 +10,11 @@ from asya.runtime.__main__ import main as runtime_main
 
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 def test_the_sidecars_help_lists_its_variables_with_their_defaults(capsys, flag):
-    code = sidecar_main([flag])
+    with pytest.raises(SystemExit) as exited:
+        sidecar_main([flag])
 
     out = capsys.readouterr().out
-    assert code == 0
+    assert exited.value.code == 0
     assert out.startswith("usage: asya-sidecar [-h]\n")
     assert "  ASYA_BROKER_URL (unset)\n      AMQP URL of the broker" in out
     assert "  ASYA_ACTOR (unset)\n      the actor whose queue the sidecar owns" in out
@@ -22,7 +23,8 @@ def test_the_sidecars_help_lists_its_variables_with_their_defaults(capsys, flag)
 
 
 def test_the_sidecars_help_leaves_out_what_only_the_runtime_reads(capsys):
-    sidecar_main(["--help"])
+    with pytest.raises(SystemExit):
+        sidecar_main(["--help"])
 
     out = capsys.readouterr().out
     assert "  ASYA_SOCKET_PATH=/var/run/asya/asya-runtime.sock\n" in out
@@ -31,20 +33,22 @@ def test_the_sidecars_help_leaves_out_what_only_the_runtime_reads(capsys):
 
 
 def test_the_sidecar_with_any_other_argument_is_a_usage_error(capsys):
-    code = sidecar_main(["--actor", "x"])
+    with pytest.raises(SystemExit) as exited:
+        sidecar_main(["--actor", "x"])
 
-    assert code == 2
+    assert exited.value.code == 2
     assert capsys.readouterr().err == (
-        "usage: asya-sidecar [-h]\nasya-sidecar: takes no arguments, got --actor x\n"
+        "usage: asya-sidecar [-h]\nasya-sidecar: error: unrecognized arguments: --actor x\n"
     )
 
 
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 def test_the_runtimes_help_lists_its_variables_with_their_defaults(capsys, flag):
-    code = runtime_main([flag])
+    with pytest.raises(SystemExit) as exited:
+        runtime_main([flag])
 
     out = capsys.readouterr().out
-    assert code == 0
+    assert exited.value.code == 0
     assert out.startswith("usage: python -m asya.runtime [-h]\n")
     assert "  ASYA_HANDLER (unset)\n      handler reference module:attr the runtime serves" in out
     assert "  ASYA_WORKERS=0\n" in out
@@ -52,9 +56,11 @@ def test_the_runtimes_help_lists_its_variables_with_their_defaults(capsys, flag)
 
 
 def test_the_runtime_with_any_other_argument_is_a_usage_error(capsys):
-    code = runtime_main(["serve"])
+    with pytest.raises(SystemExit) as exited:
+        runtime_main(["serve"])
 
-    assert code == 2
+    assert exited.value.code == 2
     assert capsys.readouterr().err == (
-        "usage: python -m asya.runtime [-h]\nasya runtime: takes no arguments, got serve\n"
+        "usage: python -m asya.runtime [-h]\n"
+        "python -m asya.runtime: error: unrecognized arguments: serve\n"
     )
