@@ -56,10 +56,20 @@ class Hostile:
     """Set when the body is read as an envelope: the record then keeps this id."""
     properties: dict[str, Any] = field(default_factory=dict)
     """aio-pika `Message` arguments; empty means asya's own publish."""
+    or_refused: bool = False
+    """An envelope the actor may also refuse at the door (recorded as malformed, by hash)."""
 
     @property
     def key(self) -> str:
         return self.envelope_id if self.envelope_id is not None else sha256(self.body)
+
+    @property
+    def keys(self) -> dict[str, Expect]:
+        """Each key the input may be recorded under, with the outcome it must then have."""
+        keys = {self.key: self.expect}
+        if self.or_refused:
+            keys[sha256(self.body)] = MALFORMED
+        return keys
 
 
 def sha256(body: bytes) -> str:
@@ -101,6 +111,11 @@ def record_key(envelope: Envelope) -> str:
     return envelope.id
 
 
+def _why(envelope: Envelope) -> str:
+    error = envelope.status.error
+    return "" if error is None else f"at {error.actor}: {error.message[:300]}"
+
+
 def outcome_of(envelope: Envelope) -> Expect:
     # An end actor's record: error-end keeps only failed envelopes (it marks any other arrival
     # failed with its own reason), happy-end everything else.
@@ -122,30 +137,37 @@ class Tally:
     outcomes: Counter[str]
 
     @property
-    def clean(self) -> bool:
-        return not (self.lost or self.duplicated or self.wrong or self.strays)
+    def problems(self) -> list[str]:
+        """Every way the promise was broken, one line each: empty when all is accounted for."""
+        return [
+            *(f"lost: {label}" for label in self.lost),
+            *(f"recorded twice: {label}" for label in self.duplicated),
+            *(f"wrong outcome: {line}" for line in self.wrong),
+            *(f"record of no input: {line}" for line in self.strays),
+        ]
 
 
 def tally(inputs: list[Hostile], records: list[Envelope]) -> Tally:
     """Match records to inputs by key; see the module docstring."""
-    by_key = {h.key: h for h in inputs}
-    assert len(by_key) == len(inputs), "two inputs share a key: they could not be told apart"
-    seen: dict[str, list[Envelope]] = {}
-    strays = []
+    by_key = {key: (h, expect) for h in inputs for key, expect in h.keys.items()}
+    assert len(by_key) == sum(len(h.keys) for h in inputs), "two inputs share a key"
+    seen: dict[str, list[Envelope]] = {h.label: [] for h in inputs}
+    wrong, strays = [], []
+    outcomes: Counter[str] = Counter()
     for record in records:
         key = record_key(record)
-        if key in by_key:
-            seen.setdefault(key, []).append(record)
-        else:
-            strays.append(f"{key} ({outcome_of(record)})")
-    lost = [h.label for h in inputs if h.key not in seen]
-    duplicated = [f"{h.label} x{len(seen[h.key])}" for h in inputs if len(seen.get(h.key, ())) > 1]
-    wrong = [
-        f"{h.label}: expected {h.expect}, got {outcome_of(seen[h.key][0])}"
-        for h in inputs
-        if h.key in seen and outcome_of(seen[h.key][0]) != h.expect
-    ]
-    outcomes = Counter(str(outcome_of(r)) for r in records if record_key(r) in by_key)
+        if key not in by_key:
+            strays.append(f"{key} ({outcome_of(record)}) {_why(record)}")
+            continue
+        item, expect = by_key[key]
+        seen[item.label].append(record)
+        outcomes[str(outcome_of(record))] += 1
+        if outcome_of(record) != expect:
+            wrong.append(
+                f"{item.label}: expected {expect}, got {outcome_of(record)} {_why(record)}"
+            )
+    lost = [h.label for h in inputs if not seen[h.label]]
+    duplicated = [f"{h.label} x{len(seen[h.label])}" for h in inputs if len(seen[h.label]) > 1]
     return Tally(
         tried=len(inputs),
         recorded=sum(len(v) for v in seen.values()),

@@ -85,14 +85,15 @@ class Feeder:
 
     async def account(self, inputs: list[Hostile], *, probe: str) -> Tally:
         """Wait until every input is recorded, probe the actor, and tally (totals included)."""
-        keys = {item.key for item in inputs}
-        await self._wait(lambda: keys <= self._recorded_keys())
+        assert len({item.label for item in inputs}) == len(inputs), "labels must be unique"
+        await self._wait(lambda: all(item.keys.keys() & self._recorded_keys() for item in inputs))
         liveness = valid("probe", probe, {"probe": True})
         await self.transport.publish(probe, liveness.body)
         served = await self._wait(lambda: liveness.key in self._recorded_keys())
         result = tally(inputs, [e for e in self.finals.envelopes if e.id != liveness.key])
         self._add(result, served=served)
-        if not result.clean or not served:
+        if result.problems or not served:
+            print("\n".join(result.problems))
             print(self.cluster.logs() if self.cluster is not None else "no pods")
         assert served, "the liveness probe sent after the inputs never reached happy-end"
         assert [e.status.phase.value for e in self.finals.envelopes if e.id == liveness.key] == [
