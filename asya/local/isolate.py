@@ -31,9 +31,9 @@ from asya.clock import Clock
 from asya.consumer import StepResult
 from asya.crew.ends import EndActor, Sink
 from asya.errors import ActorDefinitionError
-from asya.local.autoscale import ScaleState, next_scale
 from asya.local.discovery import App
 from asya.local.mesh import MeshOptions, WorkerObserver, wait_unless_fatal
+from asya.local.scaler import Scaler
 from asya.routing import ERROR_END, HAPPY_END
 from asya.settings import env_var
 from asya.transport.base import Transport
@@ -104,25 +104,33 @@ class IsolatedMesh:
             env_var("health_port"): "0",
             env_var("step_events"): "true",
         }
-        self._pairs: dict[str, list[_Pair]] = {s.name: [] for s in app.specs}
-        self._scale: dict[str, ScaleState] = {s.name: ScaleState(0) for s in app.specs}
+        self._scaler = Scaler(
+            app.specs,
+            transport=transport,
+            clock=clock,
+            observer=observer,
+            poll_interval_s=self._options.poll_interval_s,
+            start=self._start_pair,
+            retire=self._retire,
+            on_error=self._fail,
+        )
         self._started: dict[str, int] = {s.name: 0 for s in app.specs}
         self._spawned: list[asyncio.subprocess.Process] = []
         self._retiring: set[asyncio.Task[None]] = set()
-        self._scaler: asyncio.Task[None] | None = None
+        self._scaling: asyncio.Task[None] | None = None
         self._fatal: asyncio.Future[None] | None = None
         self._stopping = False
 
     def workers(self, actor: str) -> int:
-        return len(self._pairs[actor])
+        return self._scaler.workers(actor)
 
     async def __aenter__(self) -> IsolatedMesh:
         self._fatal = asyncio.get_running_loop().create_future()
-        for name in (*self._pairs, HAPPY_END, ERROR_END):
+        for name in (*(s.name for s in self._app.specs), HAPPY_END, ERROR_END):
             await self._transport.declare(name)
         for end in self._ends:
             await end.start()
-        self._scaler = asyncio.create_task(self._run_scaler())
+        self._scaling = asyncio.create_task(self._scaler.run())
         return self
 
     async def wait(self, condition: Awaitable[None]) -> None:
@@ -136,43 +144,20 @@ class IsolatedMesh:
 
     async def __aexit__(self, *exc_info: object) -> None:
         self._stopping = True
-        if self._scaler is not None:
-            self._scaler.cancel()
+        if self._scaling is not None:
+            self._scaling.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._scaler
-        for pairs in self._pairs.values():
-            while pairs:
-                self._retire(pairs.pop())
+                await self._scaling
+        for pair in self._scaler.take_all():
+            self._retire(pair)
         # Each retirement is bounded (it ends in SIGKILL), so this wait is too.
         await asyncio.gather(*self._retiring, return_exceptions=True)
-        # A pair the scaler was starting when it was cancelled has no entry in `_pairs`.
+        # A pair the scaler was starting when it was cancelled is not among its workers.
         await asyncio.gather(*(_stop_process(p, KILL_AFTER_FATAL_S) for p in self._spawned))
         for end in self._ends:
             await end.stop(self._options.grace_s)
         if self._fatal is not None and self._fatal.done():
             self._fatal.exception()  # raised by `wait`, or superseded by why the run ended
-
-    async def _run_scaler(self) -> None:
-        try:
-            while True:
-                for spec in self._app.specs:
-                    await self._rescale(spec)
-                await asyncio.sleep(self._options.poll_interval_s)
-        except Exception as exc:  # a broker failure or a failed spawn: the run cannot go on
-            self._fail(exc)
-
-    async def _rescale(self, spec: ActorSpec) -> None:
-        depth = await self._transport.depth(spec.name)
-        state = next_scale(
-            spec.scaling, self._scale[spec.name], depth.total, self._clock.monotonic()
-        )
-        self._scale[spec.name] = state
-        pairs = self._pairs[spec.name]
-        while len(pairs) < state.replicas:
-            pairs.append(await self._start_pair(spec))
-        while len(pairs) > state.replicas:
-            self._retire(pairs.pop())
-        self._observer.on_workers(spec.name, len(pairs))
 
     async def _start_pair(self, spec: ActorSpec) -> _Pair:
         index = self._started[spec.name]

@@ -23,7 +23,7 @@ from asya.consumer import Consumer, ConsumerConfig, Observer
 from asya.crew.ends import EndActor, Sink
 from asya.envelope import Limits
 from asya.handler import LocalInvoker
-from asya.local.autoscale import ScaleState, next_scale
+from asya.local.scaler import Scaler
 from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.base import Transport
 
@@ -80,37 +80,43 @@ class Mesh:
             EndActor(name, transport=transport, sink=sink, clock=clock, rng=rng)
             for name in (HAPPY_END, ERROR_END)
         ]
-        self._workers: dict[str, list[Consumer]] = {s.name: [] for s in self.specs}
-        self._scale: dict[str, ScaleState] = {s.name: ScaleState(0) for s in self.specs}
+        self._scaler = Scaler(
+            self.specs,
+            transport=transport,
+            clock=clock,
+            observer=observer,
+            poll_interval_s=self._options.poll_interval_s,
+            start=self._start_worker,
+            retire=self._retire,
+            on_error=self._fail,
+        )
         self._retiring: set[asyncio.Task[None]] = set()
-        self._scaler: asyncio.Task[None] | None = None
+        self._scaling: asyncio.Task[None] | None = None
         self._fatal: asyncio.Future[None] | None = None
 
     async def __aenter__(self) -> Mesh:
         self._fatal = asyncio.get_running_loop().create_future()
-        for name in (*self._workers, HAPPY_END, ERROR_END):
+        for name in (*(s.name for s in self.specs), HAPPY_END, ERROR_END):
             await self._transport.declare(name)
         for end in self._ends:
             await end.start()
-        self._scaler = asyncio.create_task(self._run_scaler())
+        self._scaling = asyncio.create_task(self._scaler.run())
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        if self._scaler is not None:
-            self._scaler.cancel()
+        if self._scaling is not None:
+            self._scaling.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._scaler
+                await self._scaling
         grace = self._options.grace_s
-        for workers in self._workers.values():
-            for worker in workers:
-                await worker.stop(grace)
-            workers.clear()
+        for worker in self._scaler.take_all():
+            await worker.stop(grace)
         await asyncio.gather(*self._retiring, return_exceptions=True)
         for end in self._ends:
             await end.stop(grace)
 
     def workers(self, actor: str) -> int:
-        return len(self._workers[actor])
+        return self._scaler.workers(actor)
 
     async def wait(self, condition: Awaitable[None]) -> None:
         """Wait for `condition` (e.g. every envelope final), unless a worker cannot start.
@@ -121,39 +127,27 @@ class Mesh:
         assert self._fatal is not None, "use Mesh as an async context manager"
         await wait_unless_fatal(condition, self._fatal)
 
-    async def _run_scaler(self) -> None:
-        while True:
-            for spec in self.specs:
-                await self._rescale(spec)
-            await asyncio.sleep(self._options.poll_interval_s)
+    def _fail(self, exc: Exception) -> None:
+        if self._fatal is not None and not self._fatal.done():
+            self._fatal.set_exception(exc)
 
-    async def _rescale(self, spec: ActorSpec) -> None:
-        depth = await self._transport.depth(spec.name)
-        state = next_scale(
-            spec.scaling, self._scale[spec.name], depth.total, self._clock.monotonic()
-        )
-        self._scale[spec.name] = state
-        workers = self._workers[spec.name]
-        while len(workers) < state.replicas:
-            worker = await self._start_worker(spec)
-            if worker is None:
-                return
-            workers.append(worker)
-        while len(workers) > state.replicas:
-            retiring = asyncio.create_task(workers.pop().stop(self._options.grace_s))
-            self._retiring.add(retiring)
-            retiring.add_done_callback(self._retiring.discard)
-        self._observer.on_workers(spec.name, len(workers))
+    def _retire(self, worker: Consumer) -> None:
+        retiring = asyncio.create_task(worker.stop(self._options.grace_s))
+        self._retiring.add(retiring)
+        retiring.add_done_callback(self._retiring.discard)
 
-    async def _start_worker(self, spec: ActorSpec) -> Consumer | None:
+    async def _start_worker(self, spec: ActorSpec) -> Consumer:
+        """A started worker.
+
+        Raises:
+            ActorDefinitionError: the actor's class raised in `__init__`.
+        """
         invoker = LocalInvoker(spec)
         try:
             await invoker.start()
-        except Exception as exc:
+        except Exception:
             log.error("worker failed to start", extra={"actor": spec.name})
-            if self._fatal is not None and not self._fatal.done():
-                self._fatal.set_exception(exc)
-            return None
+            raise
         worker = Consumer(
             ConsumerConfig.from_spec(spec),
             transport=self._transport,
