@@ -83,19 +83,30 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{next(_serial)}-{uuid.uuid4().hex[:8]}"
 
 
-def envelope_fields(envelope_id: str, curr: str, payload: Any = None, **fields: Any) -> dict:
+def envelope_fields(
+    envelope_id: str, curr: str, payload: Any = None, *, next: Any = None, **fields: Any
+) -> dict:
     """An envelope as a plain JSON object, to be mutated before it is encoded."""
-    return {"id": envelope_id, "route": {"curr": curr}, "payload": payload, **fields}
+    route = {"curr": curr} if next is None else {"curr": curr, "next": next}
+    return {"id": envelope_id, "route": route, "payload": payload, **fields}
 
 
 def json_body(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, allow_nan=False).encode()
 
 
-def valid(label: str, curr: str, payload: Any = None, expect: Expect = HAPPY, **fields) -> Hostile:
+def valid(
+    label: str,
+    curr: str,
+    payload: Any = None,
+    expect: Expect = HAPPY,
+    *,
+    next: Any = None,
+    **fields,
+) -> Hostile:
     """An input that is an envelope (it keeps its id); `fields` are added at the top level."""
     envelope_id = fields.pop("id", None) or new_id(label)
-    body = json_body(envelope_fields(envelope_id, curr, payload, **fields))
+    body = json_body(envelope_fields(envelope_id, curr, payload, next=next, **fields))
     return Hostile(label, body, expect, envelope_id)
 
 

@@ -87,7 +87,7 @@ class Feeder:
         """Wait until every input is recorded, probe the actor, and tally (totals included)."""
         assert len({item.label for item in inputs}) == len(inputs), "labels must be unique"
         await self._wait(lambda: all(item.keys.keys() & self._recorded_keys() for item in inputs))
-        liveness = valid("probe", probe, {"probe": True})
+        liveness = valid("probe", probe, {"probe": True, "to": "echo"})
         await self.transport.publish(probe, liveness.body)
         served = await self._wait(lambda: liveness.key in self._recorded_keys())
         result = tally(inputs, [e for e in self.finals.envelopes if e.id != liveness.key])
