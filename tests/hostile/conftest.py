@@ -53,8 +53,9 @@ TOTALS = pytest.StashKey[Totals]()
 class Feeder:
     """Puts inputs on actors' queues and accounts for them at the end actors."""
 
-    def __init__(self, transport, finals, pods, totals: Totals) -> None:
+    def __init__(self, transport, finals, pods, totals: Totals, actor_names: set[str]) -> None:
         self.transport = transport
+        self._actor_names = actor_names
         self.finals = finals
         self._pods = pods
         self._totals = totals
@@ -62,6 +63,11 @@ class Feeder:
 
     async def start(self, *actors: str) -> None:
         self.cluster = await self._pods(HANDLERS, *actors)
+
+    async def declare_idle(self, actor: str) -> None:
+        """A queue for `actor` that nobody consumes (deleted after the test)."""
+        self._actor_names.add(actor)
+        await self.transport.declare(actor)
 
     async def publish(self, actor: str, item: Hostile) -> None:
         if not item.properties:
@@ -123,9 +129,9 @@ class Feeder:
 
 
 @pytest.fixture
-def feeder(request, transport, finals, pods) -> Feeder:
+def feeder(request, transport, finals, pods, actor_names) -> Feeder:
     totals = request.config.stash.setdefault(TOTALS, Totals())
-    return Feeder(transport, finals, pods, totals)
+    return Feeder(transport, finals, pods, totals, actor_names)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
