@@ -30,9 +30,13 @@ class Expect:
 
     end: str
     reason: Reason | None = None
+    by: str | None = None
+    """The actor that must have made the record (`status.error.actor`), when it matters."""
 
     def __str__(self) -> str:
-        return self.end if self.reason is None else f"{self.end}:{self.reason.value}"
+        reason = "" if self.reason is None else f":{self.reason.value}"
+        by = "" if self.by is None else f" by {self.by}"
+        return f"{self.end}{reason}{by}"
 
 
 HAPPY = Expect(HAPPY_END)
@@ -56,8 +60,8 @@ class Hostile:
     """Set when the body is read as an envelope: the record then keeps this id."""
     properties: dict[str, Any] = field(default_factory=dict)
     """aio-pika `Message` arguments; empty means asya's own publish."""
-    or_refused: bool = False
-    """An envelope the actor may also refuse at the door (recorded as malformed, by hash)."""
+    or_refused_by: str | None = None
+    """An actor that may also refuse this envelope at its door (a malformed record, by hash)."""
 
     @property
     def key(self) -> str:
@@ -67,8 +71,10 @@ class Hostile:
     def keys(self) -> dict[str, Expect]:
         """Each key the input may be recorded under, with the outcome it must then have."""
         keys = {self.key: self.expect}
-        if self.or_refused:
-            keys[sha256(self.body)] = MALFORMED
+        if self.or_refused_by is not None:
+            keys[sha256(self.body)] = Expect(
+                ERROR_END, Reason.MALFORMED_ENVELOPE, self.or_refused_by
+            )
         return keys
 
 
@@ -127,11 +133,13 @@ def _why(envelope: Envelope) -> str:
     return "" if error is None else f"at {error.actor}: {error.message[:300]}"
 
 
-def outcome_of(envelope: Envelope) -> Expect:
+def outcome_of(envelope: Envelope, *, by: bool = False) -> Expect:
     # An end actor's record: error-end keeps only failed envelopes (it marks any other arrival
     # failed with its own reason), happy-end everything else.
     if envelope.status.phase is Phase.FAILED:
-        return Expect(ERROR_END, envelope.status.reason)
+        error = envelope.status.error
+        actor = error.actor if by and error is not None else None
+        return Expect(ERROR_END, envelope.status.reason, actor)
     return HAPPY
 
 
@@ -173,7 +181,7 @@ def tally(inputs: list[Hostile], records: list[Envelope]) -> Tally:
         item, expect = by_key[key]
         seen[item.label].append(record)
         outcomes[str(outcome_of(record))] += 1
-        if outcome_of(record) != expect:
+        if outcome_of(record, by=expect.by is not None) != expect:
             wrong.append(
                 f"{item.label}: expected {expect}, got {outcome_of(record)} {_why(record)}"
             )

@@ -32,7 +32,7 @@ def batcher(docs):
     return [object() if isinstance(d, dict) and d.get("poison") else d for d in docs]
 """
 
-WAIT_S = 45
+WAIT_S = 30
 """Longest a feed waits for its inputs to be recorded (a lost input shows as lost after it)."""
 
 

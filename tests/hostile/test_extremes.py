@@ -171,7 +171,9 @@ async def test_an_envelope_an_actor_accepted_is_never_refused_at_happy_end_for_i
         envelope_id = new_id(f"depth-{depth}")
         body = json_body(envelope_fields(envelope_id, "echo", "DEEP"))
         deep = body.replace(b'"DEEP"', nested(depth).encode())
-        inputs.append(Hostile(f"nested {depth} deep", deep, HAPPY, envelope_id, or_refused=True))
+        inputs.append(
+            Hostile(f"nested {depth} deep", deep, HAPPY, envelope_id, or_refused_by="echo")
+        )
 
     result = await feeder.feed("echo", inputs)
 
