@@ -40,6 +40,11 @@ REPLY_TO_HEADER: Final = "reply_to"
 ENVELOPE_OVERHEAD_BYTES: Final = 64 * 1024
 """Room for an envelope's own fields on top of the payload limit when checking a raw body."""
 
+MAX_NESTING: Final = 256
+"""Deepest a payload's arrays and objects may nest. A fixed bound, checked wherever an envelope
+is decoded or a payload encoded, so an envelope one process accepts never fails in another
+for being deeper than *its* Python stack allows (decoders recurse)."""
+
 RAW_BODY_KEPT_BYTES: Final = 16 * 1024
 """How much of a body that is not an envelope a failure record keeps (with its size and hash),
 so a record never outgrows what the broker accepted."""
@@ -207,8 +212,12 @@ def encode_payload(payload: Payload, limits: Limits) -> bytes:
     """
     try:
         data = _encoder.encode(payload)
+    except RecursionError as exc:
+        raise EnvelopeError(_too_deep()) from exc
     except (TypeError, ValueError, OverflowError) as exc:
         raise EnvelopeError(f"payload cannot be encoded as JSON: {exc}") from exc
+    if _may_nest_deeper(data) and _nested_deeper_than(payload, MAX_NESTING):
+        raise EnvelopeError(_too_deep())
     if len(data) > limits.max_payload_bytes:
         raise PayloadTooLargeError(
             f"payload is {len(data)} bytes, over the limit of {limits.max_payload_bytes} bytes;"
@@ -253,12 +262,36 @@ def decode_envelope(body: bytes, limits: Limits) -> Envelope:
     except msgspec.DecodeError as exc:
         raise EnvelopeError(f"not valid JSON: {exc}") from exc
     except RecursionError as exc:
-        raise EnvelopeError("not a valid envelope: nested too deeply") from exc
+        raise EnvelopeError(f"not a valid envelope: {_too_deep()}") from exc
     except (UnicodeError, ValueError, TypeError, OverflowError) as exc:
         raise EnvelopeError(f"not valid JSON: {exc}") from exc
+    if _may_nest_deeper(body) and _nested_deeper_than(envelope.payload, MAX_NESTING):
+        raise EnvelopeError(f"not a valid envelope: {_too_deep()}")
     if _MAYBE_WIDE_INT.search(body) is not None:
         _check_portable(envelope)
     return _with_aware_times(envelope)
+
+
+def _too_deep() -> str:
+    return f"the payload nests arrays or objects more than {MAX_NESTING} levels deep"
+
+
+def _may_nest_deeper(data: bytes) -> bool:
+    # Fewer openers than the bound cannot nest past it: most payloads skip the walk.
+    return data.count(b"[") + data.count(b"{") > MAX_NESTING
+
+
+def _nested_deeper_than(value: Payload, limit: int) -> bool:
+    """Whether arrays and objects nest more than `limit` deep in `value` (no recursion)."""
+    nests = isinstance(value, dict | list | tuple)
+    stack: list[tuple[Payload, int]] = [(value, 1)] if nests else []
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list | tuple))
+    return False
 
 
 def _check_portable(envelope: Envelope) -> None:

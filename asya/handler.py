@@ -142,6 +142,13 @@ class LocalInvoker:
             result = await self._run(args, ctx)
         except TimeoutError:
             return timeout_failure(self.spec)
+        except _UntransportableContextError as exc:
+            return Failure(
+                reason=Reason.INVALID_OUTPUT,
+                type="InvalidOutput",
+                message=f"'{self.spec.name}': {exc}",
+                retryable=False,
+            )
         except Exception as exc:
             return exception_failure(self.spec, exc)
         return result
@@ -207,9 +214,27 @@ class LocalInvoker:
         ]
 
 
+class _UntransportableContextError(Exception):
+    """The handler left values in `route.next` or `headers` that are not strings."""
+
+
 def _emit(value: Payload, ctx: Context) -> Emitted:
     # Snapshot at emit time: a generator may set a different route before each yield.
-    return Emitted(payload=value, next=tuple(ctx.route.next), headers=dict(ctx.headers))
+    next_ = tuple(ctx.route.next)
+    headers = dict(ctx.headers)
+    # Checked here, in the one place user values leave a call: past it, routing and the
+    # runtime's frames take them for strings (a worker would die decoding them).
+    for name in next_:
+        if not isinstance(name, str):
+            raise _UntransportableContextError(
+                f"route.next must hold actor names (strings), got {name!r}"
+            )
+    for key, text in headers.items():
+        if not isinstance(key, str) or not isinstance(text, str):
+            raise _UntransportableContextError(
+                f"headers must map strings to strings, got {key!r}: {text!r}"
+            )
+    return Emitted(payload=value, next=next_, headers=headers)
 
 
 def _returned(value: Payload, ctx: Context) -> Success:

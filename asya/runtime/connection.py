@@ -96,7 +96,7 @@ class Connection:
         outcomes = await self._invoker.invoke(call.envelopes)
         try:
             data = encode_frame(Result(call.id, outcomes))
-        except (TypeError, ValueError, OverflowError):
+        except (TypeError, ValueError, OverflowError, RecursionError):
             outcomes = [_portable(o) for o in outcomes]
             data = encode_frame(Result(call.id, outcomes))
         if len(data) > self._bounds.result_bytes:
@@ -153,7 +153,7 @@ def _fit(outcomes: list[Outcome], size: int, limit_bytes: int) -> list[Outcome]:
 def _portable(outcome: Outcome) -> Outcome:
     try:
         msgspec.msgpack.encode(outcome)
-    except (TypeError, ValueError, OverflowError) as exc:
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
         return Failure(
             reason=Reason.INVALID_OUTPUT,
             type="InvalidOutput",

@@ -34,10 +34,18 @@ def in_the_envelope() -> list:
     return inputs
 
 
+INVALID_OUTPUT = failed(Reason.INVALID_OUTPUT)
+
+
 def chosen_by_the_handler() -> list:
-    return [
+    names = [
         valid(f"the handler routes to {name!r}", "router", {"to": name}, expect=UNKNOWN)
-        for name in [*INJECTED, *NO_QUEUE, *NOT_NAMES]
+        for name in [*INJECTED, *NO_QUEUE]
+    ]
+    # Not names at all: the call fails as InvalidOutput (and no worker dies decoding them).
+    return names + [
+        valid(f"the handler routes to {name!r}", "router", {"to": name}, expect=INVALID_OUTPUT)
+        for name in NOT_NAMES
     ]
 
 
@@ -58,7 +66,7 @@ async def test_injected_names_a_handler_routes_to_are_unknown_actors(feeder):
 
     assert result.problems == []
     assert (result.tried, result.recorded) == (21, 21)
-    assert result.outcomes == {"error-end:UnknownActor": 21}
+    assert result.outcomes == {"error-end:UnknownActor": 17, "error-end:InvalidOutput": 4}
 
 
 async def test_a_burst_of_unroutable_and_routable_outputs_is_split_exactly(feeder):

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asya.envelope import Envelope, Limits, Route, decode_envelope
+from asya.envelope import Envelope, Limits, Route, decode_envelope, encode_payload
 from asya.errors import EnvelopeError
 from tests.factories import T0, envelope
 
@@ -129,3 +129,31 @@ def test_a_route_built_in_code_refuses_invalid_actor_names():
 
 def test_a_valid_envelope_still_round_trips():
     assert envelope("a", deadline_at=T0).status.deadline_at == T0
+
+
+@pytest.mark.parametrize(
+    ("depth", "decodes"),
+    [(256, True), (257, False), (600, False), (950, False)],
+    ids=["at-the-bound", "one-past", "600", "950"],
+)
+def test_nesting_is_bounded_by_one_fixed_depth_wherever_it_is_decoded(depth, decodes):
+    body = HEAD + b'"payload":' + b"[" * depth + b"]" * depth + b"}"
+
+    outcome = _decode_or_error(body)
+
+    assert isinstance(outcome, Envelope) is decodes
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting():
+    body = HEAD + b'"payload":{"text":"' + b"[" * 5000 + b'"}}'
+
+    assert decode_envelope(body, Limits()).payload == {"text": "[" * 5000}
+
+
+def test_a_payload_nested_past_the_bound_cannot_be_encoded():
+    deep: list = []
+    for _ in range(300):
+        deep = [deep]
+
+    with pytest.raises(EnvelopeError, match="more than 256 levels deep"):
+        encode_payload(deep, Limits())
