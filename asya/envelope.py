@@ -172,12 +172,32 @@ class Status(msgspec.Struct, frozen=True, kw_only=True):
     """The errors of earlier attempts at the current actor, oldest first."""
 
 
+class Branch(msgspec.Struct, frozen=True, kw_only=True):
+    """One fan-out on an envelope's way: it is child `index` of `of` siblings."""
+
+    index: Annotated[int, msgspec.Meta(ge=1)]
+    of: Annotated[int, msgspec.Meta(ge=1)]
+
+    def __post_init__(self) -> None:
+        # Decoding checks the bounds too; this holds branches built in code to them.
+        if not 1 <= self.index <= self.of:
+            raise EnvelopeError(
+                f"lineage: child {self.index} of {self.of} is not a child; expected"
+                " 1 <= index <= of"
+            )
+
+
 class Envelope(msgspec.Struct, frozen=True, kw_only=True):
     """One unit of work and its history. Fan-out children have ids `<parent id>-<i>`."""
 
     id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
     parent_id: str | None = None
     route: Route
+    lineage: tuple[Branch, ...] = ()
+    """Where this envelope stands in its call's fan-out tree: one `Branch` per fan-out between
+    the envelope a client sent and this one, outermost first (empty for the one sent). A client
+    tells from the final envelopes' lineages alone when every branch has ended
+    (`asya.lineage`)."""
     headers: dict[str, str] = {}
     status: Status = Status()
     payload: Payload = None

@@ -7,7 +7,10 @@ and carries out the deliveries. The rules (DESIGN.md §3):
 - On success `curr` moves to the end of `prev` and the first of the handler's `next` becomes
   `curr`; with nothing next, the envelope goes to `happy-end`. No outputs at all (the handler
   returned None) ends the pipeline successfully, carrying the payload the actor received.
-- A generator's outputs are fan-out children `<id>-<i>` (i from 1) with `parent_id` set.
+- A generator's outputs are fan-out children `<id>-<i>` (i from 1) with `parent_id` set, each
+  carrying its parent's `lineage` plus its own `Branch(index=i, of=n)`; everything else keeps
+  the lineage it arrived with (retries, failures, route rewrites), so a client can tell when a
+  call's whole tree has ended (`asya.lineage`).
 - Failures go back to the same actor after a delay while the retry policy allows, then to
   `error-end` with the route left where it failed, so the record shows where and what was left.
 - Before user code runs: a deadline that has passed, or a hop count at the limit, sends the
@@ -23,6 +26,7 @@ from typing import Final
 import msgspec
 
 from asya.envelope import (
+    Branch,
     Envelope,
     ErrorInfo,
     Limits,
@@ -107,14 +111,23 @@ def check_arrival(
 def plan_success(envelope: Envelope, success: Success, now: datetime) -> list[Delivery]:
     """Where each output of a successful call goes."""
     if not success.outputs:
+        # A generator that yields nothing ends its branch here: a leaf of the call's tree.
         ended = Emitted(payload=envelope.payload, next=(), headers=envelope.headers)
-        return [_advance(envelope, ended, envelope.id, None, now)]
+        return [_advance(envelope, ended, _Identity.of(envelope), now)]
     if not success.fan_out:
-        return [
-            _advance(envelope, out, envelope.id, envelope.parent_id, now) for out in success.outputs
-        ]
+        return [_advance(envelope, out, _Identity.of(envelope), now) for out in success.outputs]
+    siblings = len(success.outputs)
     return [
-        _advance(envelope, out, f"{envelope.id}-{index}", envelope.id, now)
+        _advance(
+            envelope,
+            out,
+            _Identity(
+                id=f"{envelope.id}-{index}",
+                parent_id=envelope.id,
+                lineage=(*envelope.lineage, Branch(index=index, of=siblings)),
+            ),
+            now,
+        )
         for index, out in enumerate(success.outputs, start=1)
     ]
 
@@ -213,14 +226,30 @@ def _history(retries: tuple[ErrorInfo, ...]) -> tuple[ErrorInfo, ...]:
     )
 
 
-def _advance(
-    envelope: Envelope, out: Emitted, envelope_id: str, parent_id: str | None, now: datetime
-) -> Delivery:
+@dataclass(frozen=True, slots=True)
+class _Identity:
+    """Who an output is: the input itself, or one of its fan-out children."""
+
+    id: str
+    parent_id: str | None
+    lineage: tuple[Branch, ...]
+
+    @classmethod
+    def of(cls, envelope: Envelope) -> _Identity:
+        return cls(id=envelope.id, parent_id=envelope.parent_id, lineage=envelope.lineage)
+
+
+def _advance(envelope: Envelope, out: Emitted, who: _Identity, now: datetime) -> Delivery:
     problem = next((p for p in map(route_name_problem, out.next) if p is not None), None)
     if problem is not None:
         # Keep the route where it was: a bad name must not become `curr` of a stored envelope.
         bad = msgspec.structs.replace(
-            envelope, id=envelope_id, parent_id=parent_id, payload=out.payload, headers=out.headers
+            envelope,
+            id=who.id,
+            parent_id=who.parent_id,
+            lineage=who.lineage,
+            payload=out.payload,
+            headers=out.headers,
         )
         return plan_rejection(bad, Rejection(Reason.UNKNOWN_ACTOR, problem), now)
     status = Status(
@@ -237,8 +266,9 @@ def _advance(
         route = Route(prev=prev, curr=HAPPY_END)
         status = msgspec.structs.replace(status, phase=Phase.SUCCEEDED)
     child = Envelope(
-        id=envelope_id,
-        parent_id=parent_id,
+        id=who.id,
+        parent_id=who.parent_id,
+        lineage=who.lineage,
         route=route,
         headers=out.headers,
         status=status,
