@@ -152,7 +152,12 @@ class Consumer:
         return [await self._deliver(plan, started) for plan in plans]
 
     async def _deliver(self, plan: _Plan, started: float) -> Settle:
-        """Publish a plan's outputs; ack only once every one is confirmed."""
+        """Publish a plan's outputs; ack only once every one is confirmed.
+
+        Settled here, per message, whatever happens: raising would make the loop handle the
+        whole batch again, calling user code and publishing a second time for messages whose
+        outputs are already confirmed.
+        """
         published = await asyncio.gather(
             *(self._publish(d, plan.source) for d in plan.deliveries), return_exceptions=True
         )
@@ -163,10 +168,20 @@ class Consumer:
                     extra={"actor": self.config.actor, "error": str(result)},
                 )
                 return Settle.REQUEUE
+            if isinstance(result, Exception):
+                log.error(
+                    "output could not be published; the envelope goes back to the queue",
+                    exc_info=result,
+                    extra={"actor": self.config.actor},
+                )
+                return Settle.REQUEUE
             if isinstance(result, BaseException):
                 raise result
         duration = self._clock.monotonic() - started
-        self._observer.on_step(self.config.actor, plan.result, duration, len(plan.deliveries))
+        try:
+            self._observer.on_step(self.config.actor, plan.result, duration, len(plan.deliveries))
+        except Exception:  # an observer (stats, step events) must not undo a confirmed step
+            log.exception("step observer failed", extra={"actor": self.config.actor})
         return Settle.ACK
 
     def _admit(self, message: Message) -> _Plan:
@@ -219,12 +234,22 @@ class Consumer:
         except EnvelopeError as exc:
             delivery = self._reject_output(delivery, source, exc)
             body = self._encode(delivery)
+        if delivery.target == ERROR_END:
+            await self._record_failure(body)
+            return
         try:
             await self._transport.publish(delivery.target, body, delay_ms=delivery.delay_ms)
         except UnknownActorError as exc:
             message = f"no actor named '{exc.actor}' (it has no queue); check the route"
             rerouted = plan_unknown_actor(delivery, message, self._clock.now())
-            await self._transport.publish(ERROR_END, self._encode(rerouted))
+            await self._record_failure(self._encode(rerouted))
+
+    async def _record_failure(self, body: bytes) -> None:
+        """Publish a failure record to `error-end`; park it if `error-end` has no queue."""
+        try:
+            await self._transport.publish(ERROR_END, body)
+        except UnknownActorError:
+            await self._transport.park(body, reason=f"{ERROR_END} has no queue")
 
     def _encode(self, delivery: Delivery) -> bytes:
         limits = END_LIMITS if delivery.target == ERROR_END else self._limits

@@ -72,6 +72,7 @@ class MessageLoop:
         self._inflight: set[asyncio.Task[None]] = set()
         self._subscription: Subscription | None = None
         self._puller: asyncio.Task[None] | None = None
+        self._pausing = asyncio.Lock()  # pause and resume each await: never interleaved
         self.state = LoopState.STARTING
 
     async def start(self) -> None:
@@ -83,15 +84,21 @@ class MessageLoop:
 
     async def pause(self) -> None:
         """Stop receiving new messages; those in hand stay owned and are still worked on."""
-        if self.state is LoopState.RUNNING and self._subscription is not None:
-            self.state = LoopState.PAUSED
-            await self._subscription.pause()
+        async with self._pausing:
+            if self.state is LoopState.RUNNING and self._subscription is not None:
+                self.state = LoopState.PAUSED
+                await self._subscription.pause()
 
     async def resume(self) -> None:
-        """Receive again after `pause`."""
-        if self.state is LoopState.PAUSED and self._subscription is not None:
-            await self._subscription.resume()
-            self.state = LoopState.RUNNING
+        """Receive again after `pause`.
+
+        Raises:
+            TransportError: the broker would not take the consumer back (still paused).
+        """
+        async with self._pausing:
+            if self.state is LoopState.PAUSED and self._subscription is not None:
+                await self._subscription.resume()
+                self.state = LoopState.RUNNING
 
     async def stop(self, grace_s: float) -> None:
         """Stop pulling, give in-flight work `grace_s` to finish, requeue the rest."""
@@ -179,7 +186,10 @@ class MessageLoop:
             await self._settle(message, settle)
 
     async def _settle(self, message: Message, settle: Settle) -> None:
-        if settle is Settle.ACK:
-            await self._transport.ack(message)
-        else:
-            await self._transport.requeue(message)
+        try:
+            if settle is Settle.ACK:
+                await self._transport.ack(message)
+            else:
+                await self._transport.requeue(message)
+        except Exception:  # the broker redelivers what it did not see settled: nothing is lost
+            log.exception("settling failed", extra={"actor": self._actor, "settle": settle.value})

@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 
 from asya import RetryPolicy, actor
+from asya.actor import spec_of
+from asya.consumer import Consumer, ConsumerConfig
+from asya.envelope import END_LIMITS, Limits, decode_envelope, encode_envelope
 from asya.errors import TransportError
+from asya.handler import LocalInvoker
 from asya.message_loop import MessageLoop, Settle
-from asya.routing import HAPPY_END
+from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.memory import MemoryTransport
-from tests.factories import envelope
-from tests.unit.consumer.test_chain import Mesh
+from tests.factories import FakeClock, envelope, rng
+from tests.unit.consumer.test_chain import Mesh, Recorder
 
 
 async def test_a_message_that_breaks_its_batch_is_requeued_alone_and_its_batch_mates_are_acked():
@@ -85,3 +89,66 @@ async def test_the_errors_of_earlier_attempts_travel_on_after_a_success():
     assert (earlier.actor, earlier.attempt, earlier.type) == ("a", 1, "builtins.ConnectionError")
     assert earlier.message == "first attempt fails"
     assert earlier.traceback is None
+
+
+async def test_a_failure_with_no_error_end_queue_is_parked_not_looped():
+    @actor(retry=RetryPolicy(max_attempts=1))
+    def a(doc):
+        raise ValueError("boom")
+
+    transport = MemoryTransport()
+    await transport.declare("a")  # and no error-end
+    consumer = _consumer(a, transport, Recorder())
+    await consumer.start()
+    await transport.publish("a", encode_envelope(envelope("a", id="lonely"), Limits()))
+    await asyncio.wait_for(transport.join(), 5)
+    await consumer.stop(1)
+
+    [(body, reason)] = transport.parked
+    assert decode_envelope(body, END_LIMITS).id == "lonely"
+    assert reason == "error-end has no queue"
+
+
+class ExplodingObserver:
+    def __init__(self):
+        self.calls = 0
+
+    def on_step(self, actor, result, duration_s, outputs):
+        self.calls += 1
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+async def test_an_observer_that_fails_does_not_send_a_confirmed_step_round_again():
+    @actor
+    def a(doc):
+        return doc
+
+    transport = MemoryTransport()
+    for name in ("a", HAPPY_END, ERROR_END):
+        await transport.declare(name)
+    observer = ExplodingObserver()
+    consumer = _consumer(a, transport, observer)
+    await consumer.start()
+    await transport.publish("a", encode_envelope(envelope("a"), Limits()))
+    happy = await transport.subscribe(HAPPY_END, prefetch=10)
+    first = await asyncio.wait_for(happy.get(), 5)
+    await transport.ack(first)
+    await consumer.stop(1)
+
+    assert observer.calls == 1
+    assert (await transport.depth("a")).total == 0
+    assert (await transport.depth(HAPPY_END)).total == 0
+    await happy.close()
+
+
+def _consumer(target, transport, observer):
+    spec = spec_of(target)
+    return Consumer(
+        ConsumerConfig.from_spec(spec),
+        transport=transport,
+        invoker=LocalInvoker(spec),
+        limits=Limits(),
+        clock=FakeClock(),
+        rng=rng(),
+        observer=observer,
+    )
