@@ -1,17 +1,28 @@
-"""Client: put envelopes into a mesh and, if asked, wait for their final envelope.
+"""Client: put envelopes into a mesh and, if asked, wait for their final envelopes.
 
 `send` builds an envelope for a route and publishes it to the route's first actor (a first
-actor with no queue fails loudly here, not later). `call` does the same with a private reply
-queue named in the `reply_to` header and waits for the end actors to answer. Works over any
-transport: the in-memory one in the local runner and tests, RabbitMQ in production —
-`Client("amqp://...")` connects on first use and is closed by `async with` or `aclose()`.
+actor with no queue fails loudly here, not later). `call_all` does the same with a private
+reply queue named in the `reply_to` header and waits until *every* envelope descending from it
+is final — a generator on the way fans out into children, each ending on its own — and returns
+them all as `Results`. `call` is the same for a call that ends in one envelope, and returns
+that envelope. When the tree is complete is told by the finals' lineages (`asya.lineage`), so
+it works over any transport: the in-memory one in the local runner and tests, RabbitMQ in
+production — `Client("amqp://...")` connects on first use and is closed by `async with` or
+`aclose()`.
+
+    async with Client("amqp://guest:guest@localhost/") as client:
+        results = await client.call_all(["split", "score"], {"text": long_text}, timeout_s=60)
+    for failed in results.failed:
+        print(failed.id, failed.status.reason)
+    scores = [final.payload["score"] for final in results.succeeded]
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 
 from asya.clock import Clock, SystemClock
@@ -21,15 +32,94 @@ from asya.envelope import (
     Envelope,
     Limits,
     Payload,
+    Phase,
+    Reason,
     Route,
     Status,
     decode_envelope,
     encode_envelope,
     new_envelope_id,
 )
-from asya.errors import EnvelopeError, TransportError
+from asya.errors import AsyaError, EnvelopeError, TransportError
+from asya.lineage import Completion, path_of
 from asya.routing import route_name_problem
-from asya.transport.base import Transport
+from asya.transport.base import ReplyQueue, Transport
+
+
+@dataclass(frozen=True)
+class Results:
+    """Final envelopes — of one call (in tree order: `<id>-1` before `<id>-2`) or of a run."""
+
+    finals: tuple[Envelope, ...]
+
+    def __len__(self) -> int:
+        return len(self.finals)
+
+    def __iter__(self) -> Iterator[Envelope]:
+        return iter(self.finals)
+
+    @property
+    def succeeded(self) -> tuple[Envelope, ...]:
+        """The finals that reached `happy-end`."""
+        return tuple(f for f in self.finals if f.status.phase is Phase.SUCCEEDED)
+
+    @property
+    def failed(self) -> tuple[Envelope, ...]:
+        """The finals that reached `error-end` (each with its `status.reason`)."""
+        return tuple(f for f in self.finals if f.status.phase is not Phase.SUCCEEDED)
+
+    @property
+    def ok(self) -> bool:
+        """Whether every final succeeded."""
+        return not self.failed
+
+    @property
+    def payloads(self) -> list[Payload]:
+        """The payloads of the finals that succeeded, in order."""
+        return [f.payload for f in self.succeeded]
+
+    def by_reason(self) -> dict[Reason | None, tuple[Envelope, ...]]:
+        """The finals grouped by `status.reason`; those that succeeded are under None."""
+        grouped: dict[Reason | None, list[Envelope]] = {}
+        for final in self.finals:
+            reason = None if final.status.phase is Phase.SUCCEEDED else final.status.reason
+            grouped.setdefault(reason, []).append(final)
+        return {reason: tuple(finals) for reason, finals in grouped.items()}
+
+    def one(self) -> Envelope:
+        """The only final.
+
+        Raises:
+            ManyFinalsError: there are several (the call fanned out); `error.results` has them.
+        """
+        if len(self.finals) != 1:
+            raise ManyFinalsError(
+                f"expected one final envelope, got {len(self.finals)} (a generator on the"
+                " route fanned out): use call_all() to get them all",
+                results=self,
+            )
+        return self.finals[0]
+
+
+class ManyFinalsError(AsyaError):
+    """`call` ended in several final envelopes (a fan-out); `results` holds them all."""
+
+    def __init__(self, message: str, *, results: Results) -> None:
+        super().__init__(message)
+        self.results = results
+
+
+class CallTimeoutError(AsyaError, TimeoutError):
+    """A call's envelopes were not all final within its timeout.
+
+    `results` holds the finals that did arrive; `covered` is the share of the call's fan-out
+    tree they account for (0 to 1). Also a `TimeoutError`.
+    """
+
+    def __init__(self, message: str, *, results: Results, covered: float) -> None:
+        super().__init__(message)
+        self.results = results
+        self.covered = covered
 
 
 class Client:
@@ -146,19 +236,70 @@ class Client:
         timeout_s: float,
         headers: Mapping[str, str] | None = None,
     ) -> Envelope:
-        """Send and wait for the first final envelope (from `happy-end` or `error-end`).
+        """Send and wait for the final envelope, for a call that ends in one (no fan-out).
+
+        Waits as `call_all` does, for every envelope of the call.
 
         Raises:
-            TimeoutError: no final envelope within `timeout_s`.
+            ManyFinalsError: the call fanned out and ended in several finals (all in
+                `error.results`); use `call_all` for routes that may fan out.
+            CallTimeoutError: as for `call_all`.
+            and as `publish`.
+        """
+        results = await self.call_all(route, payload, timeout_s=timeout_s, headers=headers)
+        return results.one()
+
+    async def call_all(
+        self,
+        route: Sequence[str],
+        payload: Payload,
+        *,
+        timeout_s: float,
+        headers: Mapping[str, str] | None = None,
+    ) -> Results:
+        """Send and wait until every envelope descending from it is final; return them all.
+
+        The envelope's `deadline_at` is `timeout_s` from now, so what has not run by then ends
+        in `error-end` (`DeadlineExceeded`) instead of running for nobody. A handler that
+        removes the `reply_to` header from its envelope's headers leaves the call waiting.
+
+        Raises:
+            CallTimeoutError: not every envelope was final within `timeout_s`; the error holds
+                the finals that came.
             and as `publish`.
         """
         reply = await (await self._connected()).open_reply_queue()
         try:
             merged = {**(headers or {}), REPLY_TO_HEADER: reply.name}
             deadline = timedelta(seconds=timeout_s)
-            await self.send(route, payload, headers=merged, deadline=deadline)
-            async with asyncio.timeout(timeout_s):
-                body = await reply.receive()
-            return decode_envelope(body, END_LIMITS)
+            sent = self.envelope(route, payload, headers=merged, deadline=deadline)
+            await self.publish(sent)
+            return await _collect(reply, sent.id, timeout_s)
         finally:
             await reply.close()
+
+
+async def _collect(reply: ReplyQueue, root_id: str, timeout_s: float) -> Results:
+    """Read finals of the call `root_id` from `reply` until its tree is complete."""
+    completion = Completion()
+    finals: list[Envelope] = []
+    try:
+        async with asyncio.timeout(timeout_s):
+            while not completion.is_complete:
+                final = decode_envelope(await reply.receive(), END_LIMITS)
+                is_ours = final.id == root_id or final.id.startswith(f"{root_id}-")
+                if is_ours and completion.add(final.lineage):
+                    finals.append(final)
+    except TimeoutError as exc:
+        covered = completion.covered
+        raise CallTimeoutError(
+            f"call {root_id}: {len(finals)} final envelope(s) within {timeout_s} s, accounting"
+            f" for {float(covered):.0%} of its fan-out tree; the rest are still running or lost",
+            results=Results(_in_tree_order(finals)),
+            covered=float(covered),
+        ) from exc
+    return Results(_in_tree_order(finals))
+
+
+def _in_tree_order(finals: list[Envelope]) -> tuple[Envelope, ...]:
+    return tuple(sorted(finals, key=lambda final: path_of(final.lineage)))

@@ -1,4 +1,10 @@
-"""`asya send`: one envelope into a mesh — on a broker, or an app started in-process."""
+"""`asya send`: one envelope into a mesh — on a broker, or an app started in-process.
+
+With `--wait` (always, in-process) it waits until every envelope descending from the one sent
+is final — a generator on the route fans out, and each child ends on its own — prints each
+final as a JSON line, in tree order, and exits 1 if any of them failed. On a timeout it
+prints the finals that came, says how much of the tree they cover, and exits 1.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ from asya.cli.options import (
     limits,
     write_line,
 )
-from asya.client import Client
+from asya.client import CallTimeoutError, Client, Results
 from asya.clock import SystemClock
 from asya.envelope import Envelope
 from asya.local.discovery import load_app
@@ -36,12 +42,13 @@ if TYPE_CHECKING:
 def add_parser(commands: Subparsers) -> None:
     send = commands.add_parser(
         "send",
-        help="send one envelope and (optionally) print its final envelope",
+        help="send one envelope and (optionally) print its final envelopes",
         description=(
             "With --broker (or ASYA_BROKER_URL): publish one payload along --route to a running"
-            " mesh and print its id, or with --wait its final envelope. Without a broker: start"
-            " --app's actors in-process, send, wait and print the final envelope. Exits 1 when"
-            " the final envelope is a failure."
+            " mesh and print its id, or with --wait its final envelopes. Without a broker: start"
+            " --app's actors in-process, send, wait and print the final envelopes. Waiting"
+            " lasts until every envelope made from the one sent (fan-out children included) is"
+            " final; each is printed as a JSON line. Exits 1 when any of them failed."
         ),
     )
     send.add_argument("--app", help="a folder, a .py file or a module name (in-memory mode)")
@@ -56,7 +63,9 @@ def add_parser(commands: Subparsers) -> None:
         help="a header to send (repeatable)",
     )
     send.add_argument(
-        "--wait", action="store_true", help="wait for the final envelope (always, in-memory)"
+        "--wait",
+        action="store_true",
+        help="wait for every final envelope (always, in-memory)",
     )
     send.add_argument(
         "--timeout", type=float, default=60.0, help="seconds to wait for the result (60)"
@@ -93,14 +102,20 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             assert app is not None
             local = _in_memory(args, settings, app.specs, route, payload, headers)
             final = event_loop.run(local, settings.process.event_loop)
-    except TimeoutError:
-        print(f"asya: no final envelope within {args.timeout} s", file=sys.stderr)
+    except CallTimeoutError as exc:
+        _write_all(exc.results)
+        print(f"asya: {exc}", file=sys.stderr)
         return EXIT_FAILURES
     if isinstance(final, str):
         print(json.dumps({"id": final}))
         return EXIT_OK
-    write_line(sys.stdout, final)
-    return EXIT_OK if final.status.reason is None else EXIT_FAILURES
+    _write_all(final)
+    return EXIT_OK if final.ok else EXIT_FAILURES
+
+
+def _write_all(results: Results) -> None:
+    for envelope in results:
+        write_line(sys.stdout, envelope)
 
 
 async def _on_broker(
@@ -110,11 +125,11 @@ async def _on_broker(
     route: tuple[str, ...],
     payload: object,
     headers: dict[str, str],
-) -> Envelope | str:
+) -> Results | str:
     namespace = args.namespace or settings.transport.namespace
     async with Client(url, namespace=namespace, limits=limits(args, settings)) as client:
         if args.wait:
-            return await client.call(route, payload, timeout_s=args.timeout, headers=headers)
+            return await client.call_all(route, payload, timeout_s=args.timeout, headers=headers)
         return await client.send(route, payload, headers=headers)
 
 
@@ -125,7 +140,7 @@ async def _in_memory(
     route: tuple[str, ...],
     payload: object,
     headers: dict[str, str],
-) -> Envelope:
+) -> Results:
     transport = MemoryTransport()
     clock, rng = SystemClock(), random.Random()
     stats = RunStats(_ignore)
@@ -140,7 +155,7 @@ async def _in_memory(
         options=options,
     ):
         client = Client(transport, limits=options.limits, clock=clock, rng=rng)
-        return await client.call(route, payload, timeout_s=args.timeout, headers=headers)
+        return await client.call_all(route, payload, timeout_s=args.timeout, headers=headers)
 
 
 async def _ignore(envelope: Envelope) -> None:
