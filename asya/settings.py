@@ -66,6 +66,22 @@ class TransportSettings(msgspec.Struct, frozen=True, kw_only=True):
             " (quorum only)",
         ),
     ] = 20
+    records_max_age: Annotated[
+        str,
+        msgspec.Meta(
+            pattern=r"^[1-9][0-9]*[YMDhms]$",
+            description="how long end records (results, failures, replays) are kept: a number"
+            " and a unit, Y M D h m or s (RabbitMQ x-max-age); 7D = a week",
+        ),
+    ] = "7D"
+    records_max_bytes: Annotated[
+        int,
+        msgspec.Meta(
+            gt=0,
+            description="how many bytes of each end-record stream are kept (RabbitMQ"
+            " x-max-length-bytes); the oldest go first. 1 GiB",
+        ),
+    ] = 1024**3
 
     @property
     def url(self) -> str | None:

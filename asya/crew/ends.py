@@ -1,8 +1,13 @@
 """The end actors: where every envelope's journey is recorded and answered.
 
-`happy-end` and `error-end` consume their queues like any actor, hand each final envelope to a
-`Sink` (the local runner prints and counts; the sidecar logs), answer the `reply_to` queue if
-the envelope names one, and tell their loop to ack. Nothing is refused and nothing is lost:
+`happy-end` and `error-end` consume their queues like any actor, append each final envelope to
+the namespace's end records (`happy-end` to the results, `error-end` to the failures: the
+transport's `RecordStore`, see `asya.transport.records`), hand it to a `Sink` (the local
+runner prints and counts; the sidecar logs), answer the `reply_to` queue if the envelope names
+one, and tell their loop to ack. Nothing is acked before its record is confirmed: a record
+that is not (`TransportError`) gives the message back to the queue, so a crash in between
+records an envelope twice, never zero times. The records' logs are declared at start, and a
+broker that cannot keep them stops the end actor there. Nothing is refused and nothing is lost:
 - bytes that are not an envelope are wrapped with their reason (and a bounded record of the
   body) and recorded at `error-end`;
 - at `error-end`, an envelope the broker dead-lettered is recorded with the broker's reason
@@ -37,6 +42,7 @@ from asya.errors import EnvelopeError, TransportError, UnknownActorError
 from asya.message_loop import MessageLoop, Settle
 from asya.routing import ERROR_END, HAPPY_END, Rejection, plan_malformed, plan_rejection
 from asya.transport.base import Death, DeathReason, Message, Transport
+from asya.transport.records import RecordKind
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +52,9 @@ DEATH_REASONS: Final = {
     DeathReason.MAXLEN: Reason.QUEUE_OVERFLOW,
     DeathReason.REJECTED: Reason.REJECTED,
 }
+
+RECORD_KINDS: Final = {HAPPY_END: RecordKind.RESULTS, ERROR_END: RecordKind.FAILURES}
+"""Which log each end actor appends its final envelopes to."""
 
 _DEATH_WORDS: Final = {
     DeathReason.DELIVERY_LIMIT: "redelivered past its delivery limit: it kept crashing"
@@ -96,11 +105,19 @@ class EndActor:
         self.name = name
         self._transport = transport
         self._sink = sink
+        self._records = transport.records
+        self._kind = RECORD_KINDS[name]
         self._clock = clock
         self._rng = rng
         self.loop = MessageLoop(transport, name, self.handle, concurrency=concurrency)
 
     async def start(self) -> None:
+        """Declare this end's log of records, then consume.
+
+        Raises:
+            SettingsError: the broker cannot keep the records (see `RecordStore.declare`).
+        """
+        await self._records.declare(self._kind)
         await self.loop.start()
 
     async def stop(self, grace_s: float) -> None:
@@ -147,7 +164,8 @@ class EndActor:
         """Record at this end (a malformed arrival at happy-end is sent on to error-end).
 
         Raises:
-            TransportError: the broker took neither the record nor the parked message.
+            TransportError: the record was not confirmed, or the broker took neither the
+                forward to error-end nor the parked message.
         """
         if self.name == HAPPY_END and envelope.status.phase is Phase.FAILED:
             try:
@@ -156,6 +174,13 @@ class EndActor:
             except UnknownActorError:
                 await self._park(message, f"{ERROR_END} has no queue")
                 return
+        try:
+            body = encode_envelope(envelope, END_LIMITS)
+        except EnvelopeError as exc:
+            await self._park(message, f"{self.name} could not encode its record: {exc}")
+            return
+        # The record first, confirmed: only then may the message be acked (see the docstring).
+        await self._records.append(self._kind, body)
         try:
             await self._sink.record(envelope)
         except Exception as exc:  # the sink is a boundary: whatever it raised, park, never drop

@@ -10,7 +10,9 @@ Besides the actors' queues a namespace has two kinds of queue no actor can be na
 (their names hold a `.`, which DNS-1123 actor names never do): the **parking** queue, where
 whatever an end actor cannot record is kept (never nowhere), and **reply** queues, which
 clients declare to wait for final envelopes. End actors answer `reply_to` only when it names a
-reply queue of their namespace, so a sender cannot make them publish anywhere else.
+reply queue of their namespace, so a sender cannot make them publish anywhere else. The
+namespace's end records (results, failures, replays) are named the same way
+(`asya.transport.records`) and kept by the transport's `records` store.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from asya.transport.records import RecordStore
 
 
 def queue_name(namespace: str, actor: str) -> str:
@@ -128,6 +133,11 @@ class Transport(Protocol):
     @property
     def can_publish(self) -> bool:
         """Whether a publish can be attempted now (connected, publish channel open)."""
+        ...
+
+    @property
+    def records(self) -> RecordStore:
+        """The namespace's end records (results, failures, replays): `asya.transport.records`."""
         ...
 
     async def declare(self, actor: str) -> None:

@@ -5,7 +5,8 @@ they do on RabbitMQ. Same guarantees as every transport (see `asya.transport.bas
 actors raise on publish, prefetch bounds what a subscription holds, a closed subscription
 requeues what it still owns, delayed publishes run on the event loop's clock. On top, `join()`
 waits until the whole mesh is quiet — nothing ready, unacked or delayed — which is how the local
-runner knows a run is over and how tests wait for every envelope's fate.
+runner knows a run is over and how tests wait for every envelope's fate. Its end records
+(`records`) are kept in lists, read the same way as the broker's streams.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import itertools
 import uuid
 from dataclasses import dataclass, field
 
+from asya.clock import Clock, SystemClock
 from asya.errors import TransportError, UnknownActorError
 from asya.transport.base import Message, QueueDepth, is_reply_queue_name, reply_queue_name
+from asya.transport.memory_records import MemoryRecordStore
 
 
 @dataclass
@@ -103,8 +106,10 @@ class MemoryReplyQueue:
 class MemoryTransport:
     """Queues in this process; see the module docstring."""
 
-    def __init__(self, namespace: str = "local") -> None:
+    def __init__(self, namespace: str = "local", *, clock: Clock | None = None) -> None:
         self.namespace = namespace
+        self.records = MemoryRecordStore(self.publish, clock or SystemClock())
+        """The end records of this namespace (see `asya.transport.records`)."""
         self.parked: list[tuple[bytes, str]] = []
         """What end actors could not record, with why: the parking queue of this transport."""
         self._queues: dict[str, _Queue] = {}
@@ -217,6 +222,7 @@ class MemoryTransport:
 
     async def aclose(self) -> None:
         self._closed = True
+        self.records.closed = True
         for handle in self._delayed:
             handle.cancel()
         self._delayed.clear()

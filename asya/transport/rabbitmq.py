@@ -13,7 +13,9 @@ Topology, declared idempotently by whoever needs it first (sidecar, client, loca
   then dead-lettered back to the actor's queue. Delays are rounded *down* to a fixed ladder
   (`DELAY_LADDER_MS`), so an actor needs only a handful of them and no retry waits longer
   than its policy asked;
-- reply queues `asya-{namespace}.reply.{token}` are exclusive, declared by clients.
+- reply queues `asya-{namespace}.reply.{token}` are exclusive, declared by clients;
+- the end records' streams `asya-{namespace}.results`, `.failures` and `.replays` are kept by
+  `records` (`asya.transport.rabbitmq_records`).
 
 Publishes are persistent, `mandatory` and confirmed: `publish` returns once the broker has
 the message, many may be in flight on one channel, and a message no queue would take raises
@@ -35,7 +37,7 @@ import itertools
 import logging
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import aio_pika
@@ -48,6 +50,7 @@ from aio_pika.abc import (
     AbstractRobustConnection,
 )
 
+from asya.clock import Clock, SystemClock
 from asya.errors import TransportError, UnknownActorError
 from asya.transport.base import (
     Death,
@@ -59,6 +62,8 @@ from asya.transport.base import (
     queue_name,
     reply_queue_name,
 )
+from asya.transport.rabbitmq_records import RabbitMQRecordStore
+from asya.transport.records import RecordKind, Retention, records_stream_name
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +96,8 @@ class RabbitMQOptions:
     """Redeliveries (quorum queues) before a message is dead-lettered to error-end."""
     connection_name: str = "asya"
     """Shown in the broker's management UI."""
+    retention: Retention = field(default_factory=Retention)
+    """How long and how much of the end records' streams is kept (`asya.transport.records`)."""
 
 
 def delay_bucket_ms(delay_ms: int) -> int:
@@ -212,9 +219,14 @@ class RabbitMQReplyQueue:
 class RabbitMQTransport:
     """Transport over a RabbitMQ broker; see the module docstring."""
 
-    def __init__(self, url: str, options: RabbitMQOptions | None = None) -> None:
+    def __init__(
+        self, url: str, options: RabbitMQOptions | None = None, *, clock: Clock | None = None
+    ) -> None:
         self._url = url
         self.options = options or RabbitMQOptions()
+        self._records = RabbitMQRecordStore(
+            self, exchange=EXCHANGE, retention=self.options.retention, clock=clock or SystemClock()
+        )
         self._connection: AbstractRobustConnection | None = None
         self._channel: AbstractChannel | None = None
         self._inspect: AbstractChannel | None = None
@@ -262,6 +274,23 @@ class RabbitMQTransport:
         return parking_queue_name(self.options.namespace)
 
     @property
+    def records(self) -> RabbitMQRecordStore:
+        """The namespace's end records, on RabbitMQ streams."""
+        return self._records
+
+    @property
+    def broker_version(self) -> str:
+        """The broker's version as it announced it on connect ('unknown' before)."""
+        if self._connection is None:
+            return "unknown"
+        underlay = self._connection.transport
+        if underlay is None:  # not connected at this moment
+            return "unknown"
+        properties = underlay.connection.server_properties
+        version = properties.get("version", b"unknown")
+        return version.decode() if isinstance(version, bytes) else str(version)
+
+    @property
     def can_publish(self) -> bool:
         connection = self._connection
         if connection is None or connection.is_closed or not connection.connected.is_set():
@@ -306,6 +335,15 @@ class RabbitMQTransport:
             raise TransportError("not connected: call connect() first")
         try:
             return await self._connection.channel()
+        except aiormq.exceptions.AMQPError as exc:
+            raise TransportError(f"cannot open a channel: {exc}") from exc
+
+    async def open_confirm_channel(self) -> AbstractChannel:
+        """A channel of its own with publisher confirms (and returns of unroutable messages)."""
+        if self._connection is None:
+            raise TransportError("not connected: call connect() first")
+        try:
+            return await self._connection.channel(publisher_confirms=True, on_return_raises=True)
         except aiormq.exceptions.AMQPError as exc:
             raise TransportError(f"cannot open a channel: {exc}") from exc
 
@@ -517,12 +555,15 @@ class RabbitMQTransport:
             log.warning("reply not sent", extra={"reply_to": reply_to, "error": str(exc)})
 
     async def delete_queues(self, actors: Iterable[str]) -> None:
-        """Delete these actors' queues, every delay queue they may have, and the parking queue.
+        """Delete these actors' queues, their delay queues, the parking queue and the records.
 
         For throwaway namespaces (test runs, `asya dev --broker`): the queues of a
         production namespace belong to its operator.
         """
         self._declared.add(self.parking_queue)
+        self._declared.update(
+            records_stream_name(self.options.namespace, kind) for kind in RecordKind
+        )
         for actor in actors:
             self._declared.add(self.queue_for(actor))
             self._declared.update(f"{self.queue_for(actor)}-retry-{d}ms" for d in DELAY_LADDER_MS)
@@ -541,6 +582,7 @@ class RabbitMQTransport:
         self._delay_queues.clear()
 
     async def aclose(self) -> None:
+        await self._records.aclose()
         if self._connection is not None:
             await self._connection.close()
             self._connection = None

@@ -6,7 +6,9 @@ per failure, no tracebacks), declares its queue and the end actors', and then ei
   from `@actor` through the runtime's Pong), waiting for it as long as it takes, and runs the
   consumer chain with the runtime as its invoker; while the runtime is unreachable for longer
   than ASYA_RUNTIME_WAIT_S it stops consuming (see `runtime_link`); or
-- serves `happy-end` / `error-end`: records final envelopes and answers `reply_to`.
+- serves `happy-end` / `error-end`: appends final envelopes to the namespace's results or
+  failures stream (retention: ASYA_RECORDS_MAX_AGE, ASYA_RECORDS_MAX_BYTES), logs them and
+  answers `reply_to`; a broker without streams stops it at start, exit 2.
 SIGTERM or SIGINT, at any point: stop consuming, finish what is in flight within ASYA_GRACE_S,
 give the rest back to the queue, exit 0. Health: /healthz and /readyz on ASYA_HEALTH_PORT, from
 the start: live unless stopped, ready only while consuming with a runtime that answers.
@@ -42,6 +44,7 @@ from asya.settings import (
 
 try:
     from asya.transport.rabbitmq import QueueType, RabbitMQOptions, RabbitMQTransport
+    from asya.transport.records import Retention
 except ImportError:  # reported by main(), without a traceback
     _missing_broker_client = True
 else:
@@ -92,6 +95,7 @@ async def connect_broker(
         queue_type=QueueType(settings.transport.queue_type),
         delivery_limit=settings.transport.delivery_limit,
         connection_name=f"asya-sidecar-{settings.sidecar.actor}",
+        retention=Retention.from_settings(settings.transport),
     )
     attempt = 1
     while True:
