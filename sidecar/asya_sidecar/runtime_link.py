@@ -11,8 +11,13 @@ have run, and runs again (handlers should be idempotent).
 
 When the runtime has been unreachable for longer than `wait_s`, the link is `DOWN` and awaits
 `on_down` (the sidecar stops consuming and reports not ready, so other replicas take the
-queue); when the runtime answers again, `on_up`. Before the runtime has answered once
+queue); when the runtime answers again, `on_up`, retried with backoff until it succeeds (the
+broker may refuse the consumer back for a while). Before the runtime has answered once
 (`CONNECTING`) neither is called: the sidecar does not consume until then.
+
+A call that the runtime itself dies of (not a worker: those are answered `WorkerCrashed`) would
+be cut and sent again for ever, never counted as a delivery. After `MAX_CUTS` cuts of the same
+call, its envelopes are answered `WorkerCrashed` instead, and the retry policy takes over.
 """
 
 from __future__ import annotations
@@ -25,9 +30,9 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 
 from asya.clock import Clock
-from asya.envelope import Envelope
+from asya.envelope import Envelope, Reason
 from asya.errors import RuntimeProtocolError, RuntimeUnavailableError
-from asya.outcome import Outcome
+from asya.outcome import Failure, Outcome
 from asya.retry import RetryPolicy, backoff_ms
 from asya.runtime.client import RuntimeClient
 from asya.runtime.frames import Pong
@@ -36,6 +41,9 @@ log = logging.getLogger(__name__)
 
 RECONNECT = RetryPolicy(base_delay_ms=100, factor=2.0, max_delay_ms=5_000, jitter=0.2)
 """Backoff between attempts to reach the runtime."""
+
+MAX_CUTS = 3
+"""Times one call may be cut by a lost runtime connection before it is failed, not resent."""
 
 Hook = Callable[[], Awaitable[None]]
 
@@ -74,6 +82,8 @@ class RuntimeLink:
         self._changed = asyncio.Condition()
         self._keeper: asyncio.Task[None] | None = None
         self.state = LinkState.CONNECTING
+        self.failed = False
+        """The link broke for good (its keeper died): the sidecar is no longer live."""
 
     @property
     def is_available(self) -> bool:
@@ -97,13 +107,24 @@ class RuntimeLink:
             RuntimeUnavailableError: the link was closed while waiting.
             RuntimeProtocolError: the runtime answered the call with something else.
         """
-        while True:
+        for _ in range(MAX_CUTS):
             client = await self._connected()
             try:
                 return await client.invoke(envelopes)
             except RuntimeUnavailableError:
                 # Cut mid-way: hold the envelopes and send the call again once the runtime is back.
                 log.info("runtime call cut; it will be sent again", extra={"socket": self._path})
+        log.warning(
+            "runtime connection lost during the same call repeatedly; failing it",
+            extra={"socket": self._path, "cuts": MAX_CUTS},
+        )
+        crashed = Failure(
+            reason=Reason.WORKER_CRASHED,
+            type="WorkerCrashed",
+            message=f"the runtime went away {MAX_CUTS} times during this call",
+            retryable=True,
+        )
+        return [crashed] * len(envelopes)
 
     async def aclose(self) -> None:
         if self._keeper is not None:
@@ -120,11 +141,26 @@ class RuntimeLink:
     async def _connected(self) -> RuntimeClient:
         if self._keeper is None and self.state is not LinkState.CLOSED:
             self._keeper = asyncio.create_task(self._keep_connected())
+            self._keeper.add_done_callback(self._keeper_ended)
         async with self._changed:
             await self._changed.wait_for(lambda: self._usable() or self.state is LinkState.CLOSED)
             if self._client is None or self.state is LinkState.CLOSED:
                 raise RuntimeUnavailableError(f"the link to the runtime at {self._path} is closed")
             return self._client
+
+    def _keeper_ended(self, keeper: asyncio.Task[None]) -> None:
+        if keeper.cancelled() or keeper.exception() is None:
+            return
+        # Calls waiting for the runtime would wait for ever: close the link, so they fail and
+        # the sidecar stops being live (the kubelet restarts it).
+        log.error("runtime link failed", exc_info=keeper.exception(), extra=self._fields())
+        self.state = LinkState.CLOSED
+        self.failed = True
+        asyncio.get_running_loop().create_task(self._notify())
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
 
     def _usable(self) -> bool:
         return self._client is not None and self._client.connected
@@ -139,7 +175,7 @@ class RuntimeLink:
                 self._changed.notify_all()
             if was_down:
                 log.warning("runtime answers again; consuming resumes", extra=self._fields())
-                await self._tell(self._on_up)
+                await self._resume(client)
             await client.wait_closed()
             log.warning("runtime connection lost; calls wait for it", extra=self._fields())
             async with self._changed:
@@ -187,6 +223,21 @@ class RuntimeLink:
             "runtime unreachable past the wait; consuming stops until it answers", extra=fields
         )
         await self._tell(self._on_down)
+
+    async def _resume(self, client: RuntimeClient) -> None:
+        """`on_up`, again with backoff until it succeeds (or the runtime is gone again)."""
+        attempt = 1
+        while client.connected:
+            try:
+                await self._on_up()
+                return
+            except Exception as exc:  # the broker may refuse the consumer back for a while
+                log.warning(
+                    "consuming could not resume; retrying",
+                    extra={**self._fields(), "error": str(exc)},
+                )
+            await asyncio.sleep(backoff_ms(RECONNECT, attempt, self._rng) / 1000)
+            attempt += 1
 
     async def _tell(self, hook: Hook) -> None:
         try:

@@ -1,0 +1,86 @@
+"""The sidecar's runtime link against a runtime stand-in on a real Unix socket."""
+
+from __future__ import annotations
+
+import asyncio
+
+from asya_sidecar.runtime_link import MAX_CUTS, RuntimeLink
+
+from asya import actor
+from asya.actor import spec_of
+from asya.clock import SystemClock
+from asya.envelope import Limits, Reason
+from asya.runtime.frames import (
+    HANDSHAKE_FRAME_BYTES,
+    Call,
+    Ping,
+    Pong,
+    actor_info,
+    encode_frame,
+    frame_bounds,
+    read_frame,
+)
+from tests.factories import envelope, rng
+
+
+class DyingRuntime:
+    """Answers pings, and dies (closes the connection) on every call, as an OOM-killed runtime."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.calls = 0
+        self._server: asyncio.Server | None = None
+
+        @actor
+        def a(doc):
+            return doc
+
+        self._info = actor_info(spec_of(a))
+        self._bounds = frame_bounds(Limits(), None)
+
+    async def __aenter__(self):
+        self._server = await asyncio.start_unix_server(self._serve, path=self.path)
+        return self
+
+    async def __aexit__(self, *exc):
+        assert self._server is not None
+        self._server.close()
+        await self._server.wait_closed()
+
+    async def _serve(self, reader, writer):
+        while True:
+            frame = await read_frame(reader, self._bounds.call_bytes + HANDSHAKE_FRAME_BYTES)
+            if isinstance(frame, Ping):
+                writer.write(encode_frame(Pong(frame.id, self._info, 1, self._bounds)))
+                await writer.drain()
+            elif isinstance(frame, Call):
+                self.calls += 1
+                break
+            else:
+                break
+        writer.close()
+
+
+async def _ignore():
+    return None
+
+
+async def test_a_call_the_runtime_keeps_dying_of_is_failed_as_worker_crashed_not_resent_for_ever(
+    tmp_path,
+):
+    async with DyingRuntime(str(tmp_path / "rt.sock")) as runtime:
+        link = RuntimeLink(
+            runtime.path,
+            wait_s=30,
+            clock=SystemClock(),
+            rng=rng(),
+            on_down=_ignore,
+            on_up=_ignore,
+        )
+        outcomes = await asyncio.wait_for(link.invoke([envelope("a")]), 30)
+        await link.aclose()
+
+    [outcome] = outcomes
+    assert outcome.reason is Reason.WORKER_CRASHED
+    assert outcome.retryable is True
+    assert runtime.calls == MAX_CUTS == 3
