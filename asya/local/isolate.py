@@ -35,13 +35,12 @@ from asya.local.discovery import App
 from asya.local.mesh import MeshOptions, WorkerObserver, wait_unless_fatal
 from asya.local.scaler import Scaler
 from asya.routing import ERROR_END, HAPPY_END
+from asya.runtime.workers import user_environment
 from asya.settings import env_var
 from asya.transport.base import Transport
 
 log = logging.getLogger(__name__)
 
-BROKER_ENV_PREFIX = env_var("broker_")
-"""`ASYA_BROKER_URL`, `_HOST`, `_USER`, `_PASSWORD`…: for the sidecar only."""
 KILL_AFTER_FATAL_S = 1.0
 """How long a process may take to exit on SIGTERM once the run has failed: nothing to drain."""
 KILL_MARGIN_S = 2.0
@@ -91,7 +90,7 @@ class IsolatedMesh:
         path = os.pathsep.join(p for p in (app.search_path, env.get("PYTHONPATH")) if p)
         grace = str(self._options.grace_s)
         self._runtime_env = {
-            **{k: v for k, v in env.items() if not k.startswith(BROKER_ENV_PREFIX)},
+            **user_environment(env),  # the runtime runs user code: no broker secrets
             "PYTHONPATH": path,
             env_var("grace_s"): grace,
         }
