@@ -1,10 +1,13 @@
-"""Testing actors from pytest: build a `Context`, call one actor exactly as asya would.
+"""Testing actors from pytest: call one actor exactly as asya would, or run a whole pipeline.
 
 `make_context` builds the `Context` a handler receives, for calling a decorated function
 directly. `call_actor` (and `acall_actor` inside an event loop) runs a handler through
 `asya.handler.LocalInvoker`, the code the runtime's workers and `asya dev` run, and returns
-what it emitted or how it failed, so a test sees the same outcome a pipeline would. No broker,
-no environment, no registry lookups: the handler is passed in.
+what it emitted or how it failed, so a test sees the same outcome a pipeline would. `run` (and
+`arun`) runs payloads through a whole pipeline on the in-memory transport — `asya dev`'s own
+runner, so retries, timeouts, fan-out, route rewrites and every `error-end` reason behave as
+they do there — and returns every final envelope as `asya.client.Results`. No broker, no
+environment, no registry lookups: the handlers or the app are passed in.
 
     from asya.testing import call_actor, make_context
 
@@ -22,20 +25,44 @@ no environment, no registry lookups: the handler is passed in.
         judge({"score": 0.2}, ctx)
 
         assert ctx.route.next == ["refine", "judge", "store"]
+
+    from asya.envelope import Reason
+    from asya.testing import run
+
+    def test_long_documents_are_scored_chunk_by_chunk_and_bad_ones_fail():
+        results = run("examples/quickstart", [{"text": LONG_TEXT}, {"text": 5}])
+
+        assert [d["chunk"] for d in results.payloads] == [1, 2, 3]   # one final per chunk
+        assert [f.status.reason for f in results.failed] == [Reason.HANDLER_ERROR]
+
+`run` takes an app as `asya dev` does (a folder, a .py file or a module name, or the imported
+module) or a list of decorated actors; `route` defaults to the app's ROUTE, or to the listed
+actors in order. Finals come in input order, and within one input in tree order (`<id>-1`
+before `<id>-2`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import random
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from types import ModuleType
 from typing import Any
 
-from asya.actor import build_spec, spec_of
+import msgspec
+
+from asya.actor import ActorSpec, build_spec, spec_of
+from asya.client import Results
+from asya.clock import SystemClock
 from asya.context import Context
-from asya.envelope import Envelope, Payload, Route, Status
+from asya.envelope import Envelope, Payload, Route, Status, new_envelope_id
+from asya.errors import ActorDefinitionError, EnvelopeError, SettingsError
 from asya.handler import LocalInvoker
+from asya.lineage import path_of
+from asya.local.discovery import App, load_app
+from asya.local.runner import DevOptions, run_dev
 from asya.outcome import Emitted, Failure
 
 DEFAULT_ACTOR = "actor-under-test"
@@ -139,3 +166,116 @@ def _envelope_for(ctx: Context, payload: Payload) -> Envelope:
         ),
         payload=payload,
     )
+
+
+AppOrActors = str | ModuleType | Sequence[Any]
+"""An app as `asya dev` takes it (a folder, a .py file or a module name), the imported module,
+or a list of decorated actors."""
+
+
+async def arun(
+    app_or_actors: AppOrActors,
+    payloads: Iterable[Payload],
+    *,
+    route: Sequence[str] | None = None,
+    timeout_s: float = 60.0,
+) -> Results:
+    """Run each payload along `route` through the pipeline, in memory, until all are final.
+
+    `route` defaults to the app's ROUTE, or for a list of actors to those actors in order.
+    Returns every final envelope: in input order, each input's in tree order.
+
+    Raises:
+        ActorDefinitionError: the app cannot be loaded, an item of the list is not an actor,
+            or an actor could not start.
+        SettingsError: there is no route, or it names an actor the app does not define.
+        EnvelopeError: a payload cannot be encoded as JSON.
+        TimeoutError: not every envelope was final within `timeout_s`.
+    """
+    app = _app_of(app_or_actors)
+    chosen = tuple(route) if route is not None else app.route
+    if not chosen:
+        raise SettingsError(
+            "no route to run the payloads along: pass route=[...] or declare ROUTE = [...]"
+            " in the app",
+            variable="route",
+            value=None,
+        )
+    clock, rng = SystemClock(), random.Random()
+    ids: list[str] = []
+    lines: list[bytes] = []
+    for index, payload in enumerate(payloads, start=1):
+        envelope_id = new_envelope_id(clock.now(), rng)
+        ids.append(envelope_id)
+        lines.append(_line(index, envelope_id, chosen, payload))
+    finals: list[Envelope] = []
+
+    async def keep(final: Envelope) -> None:
+        finals.append(final)
+
+    async with asyncio.timeout(timeout_s):
+        await run_dev(
+            app,
+            lines,
+            emit=keep,
+            progress=_quiet,
+            clock=clock,
+            rng=rng,
+            options=DevOptions(route=chosen),
+        )
+    order = {envelope_id: index for index, envelope_id in enumerate(ids)}
+
+    def position(final: Envelope) -> tuple[int, tuple[int, ...]]:
+        root = final.id.partition("-")[0]
+        return order.get(root, len(order)), path_of(final.lineage)
+
+    return Results(tuple(sorted(finals, key=position)))
+
+
+def run(
+    app_or_actors: AppOrActors,
+    payloads: Iterable[Payload],
+    *,
+    route: Sequence[str] | None = None,
+    timeout_s: float = 60.0,
+) -> Results:
+    """`arun` for synchronous tests: runs the pipeline on a fresh event loop.
+
+    Raises:
+        RuntimeError: called inside a running event loop; `await arun(...)` there.
+        and as `arun`.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(arun(app_or_actors, payloads, route=route, timeout_s=timeout_s))
+    raise RuntimeError("run cannot run inside an event loop: use await arun(...)")
+
+
+def _app_of(app_or_actors: AppOrActors) -> App:
+    if isinstance(app_or_actors, str):
+        return load_app(app_or_actors)
+    if isinstance(app_or_actors, ModuleType):
+        return load_app(app_or_actors.__name__)
+    specs: list[ActorSpec] = []
+    for item in app_or_actors:
+        spec = spec_of(item)
+        if spec is None:
+            raise ActorDefinitionError(
+                f"{item!r} is not an actor: decorate it with @actor, or pass the app's path"
+            )
+        specs.append(spec)
+    if not specs:
+        raise ActorDefinitionError("no actors to run: pass at least one decorated actor")
+    return App(specs=tuple(specs), route=tuple(s.name for s in specs), search_path=None)
+
+
+def _line(index: int, envelope_id: str, route: Sequence[str], payload: Payload) -> bytes:
+    try:
+        return msgspec.json.encode({"id": envelope_id, "route": list(route), "payload": payload})
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise EnvelopeError(f"payload {index} cannot be encoded as JSON: {exc}") from exc
+
+
+def _quiet(line: str) -> None:
+    return None

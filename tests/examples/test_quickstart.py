@@ -1,4 +1,5 @@
-"""The quickstart, as a user runs it: `asya dev` from the command line, and its actors alone."""
+"""The quickstart, as a user runs it: `asya dev` from the command line, the pipeline through
+`asya.testing.run`, its actors alone, and the example's own tests."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from asya.testing import make_context, run
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "examples" / "quickstart"
@@ -38,18 +41,25 @@ def test_the_quickstart_prints_one_final_envelope_per_input_and_children_and_a_s
     done = asya_dev("inputs.jsonl")
 
     finals = [json.loads(line) for line in done.stdout.splitlines()]
-    inputs = (QUICKSTART / "inputs.jsonl").read_text().splitlines()
-    children = [f for f in finals if f["parent_id"]]
-    reviewed = [f for f in finals if "review" in f["route"]["prev"]]
     assert done.returncode == 0, done.stderr
-    assert len(inputs) >= 50
-    assert len(finals) == len(inputs) - len({c["parent_id"] for c in children}) + len(children)
     assert {f["status"]["phase"] for f in finals} == {"succeeded"}
-    assert children
-    assert reviewed
-    assert {f["payload"]["lang"] for f in finals} >= {"en", "es", "fr", "de"}
     assert "actor            processed  retried  failed" in done.stderr
     assert f"final envelopes: {len(finals)} ({len(finals)} succeeded, 0 failed)" in done.stderr
+
+
+def test_every_review_succeeds_long_ones_chunk_by_chunk_unsure_ones_after_a_second_look():
+    inputs = [json.loads(line) for line in (QUICKSTART / "inputs.jsonl").read_text().splitlines()]
+
+    results = run(str(QUICKSTART), inputs)
+
+    children = [f for f in results if f.parent_id]
+    reviewed = [f for f in results if "review" in f.route.prev]
+    assert len(inputs) >= 50
+    assert results.ok
+    assert len(results) == len(inputs) - len({c.parent_id for c in children}) + len(children)
+    assert children
+    assert reviewed
+    assert {f.payload["lang"] for f in results} >= {"en", "es", "fr", "de"}
 
 
 def test_bad_inputs_end_in_error_end_with_their_reasons_and_the_run_exits_non_zero(tmp_path):
@@ -88,17 +98,9 @@ def quickstart(monkeypatch):
     return text, language, sentiment, review
 
 
-class Ctx:
-    """Just enough Context for calling actors directly, as a user's unit test would."""
-
-    def __init__(self):
-        self.id = "doc"
-        self.route = type("R", (), {"next": []})()
-
-
 def test_actors_are_plain_python_a_user_can_test_directly(quickstart):
     text, language, sentiment, _ = quickstart
-    ctx = Ctx()
+    ctx = make_context(route=["normalize"])
 
     doc = text.normalize({"text": "  Great   food\u00a0and lovely staff. "}, ctx)
     doc = language.DetectLanguage()(doc)
@@ -123,7 +125,7 @@ def test_negation_flips_sentiment_until_the_clause_ends(quickstart):
 
 def test_long_documents_are_split_on_sentences(quickstart):
     text, *_ = quickstart
-    ctx = Ctx()
+    ctx = make_context(route=["normalize"])
     long = " ".join(f"Sentence number {i} has five words." for i in range(40))
 
     routed = text.normalize({"text": long}, ctx)
@@ -133,3 +135,17 @@ def test_long_documents_are_split_on_sentences(quickstart):
     assert len(chunks) == 4
     assert [c["chunk"] for c in chunks] == [1, 2, 3, 4]
     assert " ".join(c["text"] for c in chunks) == routed["text"]
+
+
+def test_the_examples_own_tests_pass_as_a_user_runs_them():
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(QUICKSTART)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "5 passed" in done.stdout
