@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 
 from asya import logs
-from asya.cli import admission, dev, send
+from asya.cli import admission, dev, replay, results, send
 from asya.cli.options import EXIT_USAGE
 from asya.errors import AsyaError
 from asya.settings import env_var, load_settings
@@ -57,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", help="DEBUG, INFO, WARNING (default) or ERROR")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     dev.add_parser(commands)
+    results.add_parser(commands)
+    replay.add_parser(commands)
     send.add_parser(commands)
     admission.add_parser(commands)
     return parser

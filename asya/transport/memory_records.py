@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 
 from asya.clock import Clock
 from asya.errors import TransportError
@@ -47,7 +47,7 @@ class MemoryRecordStore:
 
     async def read(
         self, kind: RecordKind, *, start: Start = FIRST, follow: bool = False
-    ) -> AsyncIterator[Record]:
+    ) -> AsyncGenerator[Record, None]:
         log = self._logs[kind]
         end = len(log)
         position = start.offset or 0

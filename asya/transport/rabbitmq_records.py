@@ -33,7 +33,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
@@ -169,7 +169,7 @@ class RabbitMQRecordStore:
 
     async def read(
         self, kind: RecordKind, *, start: Start = FIRST, follow: bool = False
-    ) -> AsyncIterator[Record]:
+    ) -> AsyncGenerator[Record, None]:
         name = self.stream(kind)
         if follow:
             await self.declare(kind)

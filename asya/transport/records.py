@@ -27,7 +27,7 @@ Each transport hands out its own store (`Transport.records`). This module does n
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Protocol
@@ -115,7 +115,7 @@ class RecordStore(Protocol):
 
     def read(
         self, kind: RecordKind, *, start: Start = FIRST, follow: bool = False
-    ) -> AsyncIterator[Record]:
+    ) -> AsyncGenerator[Record, None]:
         """The records of `kind` from `start` on, in offset order (see the module docstring).
 
         Raises:
