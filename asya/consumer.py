@@ -260,8 +260,11 @@ class Consumer:
     ) -> Delivery:
         # Keep the input payload (which was within limits) so the failure can be replayed.
         base = delivery.envelope if source is None else source
+        output = delivery.envelope
+        # The output's own place in its tree (id, parent, lineage), or a client waiting for the
+        # whole fan-out would count the parent's share and return before the siblings.
         kept = msgspec.structs.replace(
-            base, id=delivery.envelope.id, parent_id=delivery.envelope.parent_id
+            base, id=output.id, parent_id=output.parent_id, lineage=output.lineage
         )
         reason = (
             Reason.PAYLOAD_TOO_LARGE

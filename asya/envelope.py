@@ -207,8 +207,13 @@ _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Envelope)
 _portable_encoder = msgspec.msgpack.Encoder()
 
-_MAYBE_WIDE_INT: Final = re.compile(rb"\d{19}")
-"""A run of 19 digits: the shortest integer outside the 64-bit range (-2**63 - 1) has it."""
+_DIGITS_AS_NUL: Final = bytes.maketrans(b"0123456789", b"\0" * 10)
+"""Every digit becomes NUL, a byte JSON text never holds raw: digit runs become NUL runs."""
+_WIDE_POSITIVE: Final = b"\0" * 20
+_WIDE_NEGATIVE: Final = b"-" + b"\0" * 19
+
+_NESTING_TYPES: Final = frozenset({dict, list, tuple})
+"""What payloads nest in: decoded JSON's dicts and lists, and a handler's tuples."""
 
 _CROCKFORD: Final = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -287,9 +292,17 @@ def decode_envelope(body: bytes, limits: Limits) -> Envelope:
         raise EnvelopeError(f"not valid JSON: {exc}") from exc
     if _may_nest_deeper(body) and _nested_deeper_than(envelope.payload, MAX_NESTING):
         raise EnvelopeError(f"not a valid envelope: {_too_deep()}")
-    if _MAYBE_WIDE_INT.search(body) is not None:
+    if _may_hold_wide_int(body):
         _check_portable(envelope)
     return _with_aware_times(envelope)
+
+
+def _may_hold_wide_int(body: bytes) -> bool:
+    # The shortest integers outside 64 bits: 2**64 (20 digits) and -2**63 - 1 (a minus and
+    # 19 digits). A 19-digit positive number, such as a nanosecond timestamp, does not count.
+    # translate and `in` run at C speed, several times faster than a regular expression.
+    digits = body.translate(_DIGITS_AS_NUL)
+    return _WIDE_POSITIVE in digits or _WIDE_NEGATIVE in digits
 
 
 def _too_deep() -> str:
@@ -302,15 +315,22 @@ def _may_nest_deeper(data: bytes) -> bool:
 
 
 def _nested_deeper_than(value: Payload, limit: int) -> bool:
-    """Whether arrays and objects nest more than `limit` deep in `value` (no recursion)."""
-    nests = isinstance(value, dict | list | tuple)
-    stack: list[tuple[Payload, int]] = [(value, 1)] if nests else []
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item
+    """Whether arrays and objects nest more than `limit` deep in `value` (no recursion).
+
+    Level by level; a level of scalars only (a vector of floats) is skipped at C speed.
+    """
+    level = [value] if type(value) in _NESTING_TYPES else []
+    depth = 0
+    while level:
+        depth += 1
         if depth > limit:
             return True
-        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list | tuple))
+        below: list[Payload] = []
+        for item in level:
+            children = item.values() if type(item) is dict else item
+            if not _NESTING_TYPES.isdisjoint(map(type, children)):
+                below += [c for c in children if type(c) in _NESTING_TYPES]
+        level = below
     return False
 
 

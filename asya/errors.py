@@ -10,7 +10,9 @@
     ├── RuntimeProtocolError   the runtime socket spoke something that is not our protocol
     ├── RuntimeUnavailableError    the runtime cannot be reached or went away mid-call
     ├── AdmissionError         cluster policy refused something
-    └── PermanentError         raised by handlers: fail now, never retry
+    ├── PermanentError         raised by handlers: fail now, never retry
+    ├── ManyFinalsError        `Client.call` got a fan-out (asya.client: it carries the Results)
+    └── CallTimeoutError       a call's tree did not end in time (asya.client; a TimeoutError)
 
 Why an envelope ended in `error-end` is not an exception but a `Reason` (see `asya.envelope`);
 nothing in asya matches on message text.
