@@ -1,6 +1,7 @@
 """The `asya` command.
 
     asya dev APP --input FILE      run an app's actors over a file of inputs
+    asya serve APP --broker URL    run an app's actors until SIGTERM (exit 0; see its --help)
     asya send --route a,b ...      send one envelope (to a broker, or to an app in-process)
     asya admission simulate FILE   run the admission engine on a scenario
 
@@ -21,7 +22,7 @@ import sys
 from collections.abc import Sequence
 
 from asya import logs
-from asya.cli import admission, dev, replay, results, send
+from asya.cli import admission, dev, replay, results, send, serve
 from asya.cli.options import EXIT_USAGE
 from asya.errors import AsyaError
 from asya.settings import env_var, load_settings
@@ -59,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_parser(commands)
     results.add_parser(commands)
     replay.add_parser(commands)
+    serve.add_parser(commands)
     send.add_parser(commands)
     admission.add_parser(commands)
     return parser

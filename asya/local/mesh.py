@@ -69,7 +69,10 @@ class Mesh:
         clock: Clock,
         rng: random.Random,
         options: MeshOptions | None = None,
+        ends: bool = True,
     ) -> None:
+        """`ends=False`: run no end actors (another process consumes `happy-end` and
+        `error-end`); their queues are declared all the same, for the actors to publish to."""
         self.specs = tuple(specs)
         self._transport = transport
         self._observer = observer
@@ -78,7 +81,7 @@ class Mesh:
         self._options = options or MeshOptions()
         self._ends = [
             EndActor(name, transport=transport, sink=sink, clock=clock, rng=rng)
-            for name in (HAPPY_END, ERROR_END)
+            for name in ((HAPPY_END, ERROR_END) if ends else ())
         ]
         self._scaler = Scaler(
             self.specs,
@@ -109,8 +112,8 @@ class Mesh:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._scaling
         grace = self._options.grace_s
-        for worker in self._scaler.take_all():
-            await worker.stop(grace)
+        # All at once: each stops pulling now, and the grace bounds the whole drain, not each.
+        await asyncio.gather(*(worker.stop(grace) for worker in self._scaler.take_all()))
         await asyncio.gather(*self._retiring, return_exceptions=True)
         for end in self._ends:
             await end.stop(grace)

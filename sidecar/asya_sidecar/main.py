@@ -30,6 +30,7 @@ from asya.clock import Clock, SystemClock
 from asya.consumer import Consumer, ConsumerConfig
 from asya.crew.ends import EndActor
 from asya.errors import AsyaError, SettingsError, TransportError
+from asya.health import HealthServer
 from asya.message_loop import LoopState
 from asya.retry import RetryPolicy, backoff_ms
 from asya.routing import END_ACTORS, ERROR_END, HAPPY_END
@@ -50,7 +51,6 @@ except ImportError:  # reported by main(), without a traceback
 else:
     _missing_broker_client = False
 from asya_sidecar.events import LogSink, StepEvents
-from asya_sidecar.health import HealthServer
 from asya_sidecar.runtime_link import LinkState, RuntimeLink
 
 log = logging.getLogger("asya.sidecar")

@@ -1,7 +1,9 @@
 """Liveness and readiness over HTTP: `GET /healthz` and `GET /readyz`.
 
-Two fixed answers for the kubelet's probes: 200 when the check passes, 503 when it does not,
-404 for anything else. Small enough that a web framework would be the larger risk.
+Two fixed answers for the kubelet's (or docker compose's) probes: 200 when the check passes,
+503 when it does not, 404 for anything else. Small enough that a web framework would be the
+larger risk. Shared by the two long-running processes, `asya-sidecar` and `asya serve`: each
+passes its own checks; this module knows nothing of what is checked.
 """
 
 from __future__ import annotations

@@ -1,0 +1,181 @@
+"""`asya serve`: run an app's actors as long-lived consumers on a broker, in one process.
+
+The service itself is `asya.local.serve`; this module reads the arguments, installs the signal
+handlers (SIGTERM and SIGINT both stop it cleanly), serves the probes and maps the outcome to
+an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import signal
+import sys
+from typing import TYPE_CHECKING
+
+from asya import event_loop
+from asya.cli.options import (
+    EXIT_FAILURES,
+    EXIT_OK,
+    EXIT_USAGE,
+    add_broker,
+    add_limits,
+    broker_transport,
+    limits,
+    positive_int,
+    route,
+)
+from asya.clock import SystemClock
+from asya.errors import TransportError
+from asya.health import HealthServer
+from asya.local.discovery import load_app
+from asya.local.mesh import MeshOptions
+from asya.local.serve import ServeOptions, Service, select_actors
+from asya.settings import Settings, env_var
+
+if TYPE_CHECKING:
+    from asya.cli.options import Subparsers
+    from asya.transport.base import Transport
+
+
+def add_parser(commands: Subparsers) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="run an app's actors on a broker until stopped (a VM, docker compose)",
+        description=(
+            "Consume APP's actors' queues on the broker, each scaled by its queue depth as in"
+            " asya dev, plus happy-end and error-end (unless --no-ends), until SIGTERM or"
+            " SIGINT. Several processes may serve the same namespace: they are competing"
+            " consumers. A broker that cannot be reached at start is retried with backoff, one"
+            " line per attempt. On SIGTERM or SIGINT: stop consuming, let in-flight work finish"
+            f" within {env_var('grace_s')} seconds, give the rest back to the queues. Queues"
+            " are never deleted. Exit code: 0 after a stop on SIGTERM or SIGINT; 1 if the broker"
+            " failed while serving (restart it: nothing is lost, unsettled messages go back to"
+            " their queues); 2 for a usage error, an app that cannot be imported or an actor"
+            " that cannot start."
+        ),
+    )
+    serve.add_argument("app", metavar="APP", help="a folder, a .py file or a module name")
+    serve.add_argument(
+        "--actors",
+        type=route,
+        metavar="A,B",
+        help="serve only these of the app's actors (default: all)",
+    )
+    serve.add_argument(
+        "--no-ends",
+        dest="ends",
+        action="store_false",
+        help="do not run happy-end and error-end here (another process does)",
+    )
+    serve.add_argument(
+        "--health-port",
+        type=_port,
+        metavar="N",
+        help="answer /healthz and /readyz on this port (0 picks a free one; default: none)",
+    )
+    serve.add_argument(
+        "--status-every",
+        type=_seconds,
+        default=30.0,
+        metavar="S",
+        help="seconds between status lines on stderr (30; 0 for none)",
+    )
+    serve.add_argument(
+        "--poll-ms",
+        type=positive_int,
+        default=500,
+        metavar="MS",
+        help="queue-depth poll interval for scaling (500)",
+    )
+    add_limits(serve)
+    add_broker(serve, default_help="ASYA_BROKER_URL")
+    serve.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """`asya serve`; see the parser's description for what it does and its exit codes.
+
+    Raises:
+        ActorDefinitionError: the app cannot be imported or an actor cannot start.
+        SettingsError: --actors names an actor the app does not define.
+    """
+    url = args.broker or settings.transport.url
+    if url is None:
+        print("asya: pass --broker URL (or set ASYA_BROKER_URL)", file=sys.stderr)
+        return EXIT_USAGE
+    specs = select_actors(load_app(args.app).specs, args.actors)
+    namespace = args.namespace or settings.transport.namespace
+
+    async def connect() -> Transport:
+        transport = broker_transport(url, namespace, settings, name="asya-serve")
+        await transport.connect()
+        return transport
+
+    service = Service(
+        specs,
+        connect=connect,
+        say=_say,
+        clock=SystemClock(),
+        rng=random.Random(),
+        options=ServeOptions(
+            mesh=MeshOptions(
+                limits=limits(args, settings),
+                poll_interval_s=args.poll_ms / 1000,
+                grace_s=settings.runtime.grace_s,
+            ),
+            ends=args.ends,
+            status_every_s=args.status_every,
+        ),
+    )
+    try:
+        event_loop.run(_serve(service, args.health_port), settings.process.event_loop)
+    except TransportError as exc:
+        print(f"asya: the broker failed while serving: {exc}", file=sys.stderr)
+        return EXIT_FAILURES
+    return EXIT_OK
+
+
+async def _serve(service: Service, health_port: int | None) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    # Up before the broker is reached: live but not ready while it is awaited.
+    health = HealthServer(health_port or 0, live=service.is_live, ready=service.is_ready)
+    if health_port is not None:
+        await health.start()
+        _say(f"asya: probes on port {health.port} (/healthz, /readyz)")
+    try:
+        await service.run(stop)
+    finally:
+        await health.stop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _port(text: str) -> int:
+    """An argparse type: a TCP port, 0 for any free one."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got '{text}'") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0..65535, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got '{text}'") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
