@@ -213,3 +213,21 @@ async def test_an_unreachable_broker_is_retried_one_line_at_a_time_until_sigterm
     assert answers == {"/healthz": 200, "/readyz": 503}  # alive, but not ready to consume
     assert "Traceback" not in err
     assert process.returncode == 0
+
+
+async def test_only_the_actors_named_are_served_and_each_is_in_the_status_line(
+    app_file, amqp_url, namespace, actor_names, transport
+):
+    actor_names.update({"split", "shout"})
+    process = await serve(
+        app_file(FAN_OUT_APP), amqp_url, namespace, "--actors", "shout", "--status-every", "0.2"
+    )
+
+    seen = await read_stderr_until(process, r"asya: shout workers=.*\n")
+    err = seen + await terminate(process)
+
+    assert (
+        "asya: shout workers=0 depth=0 processed=0 failed=0 | finals succeeded=0 failed=0\n" in seen
+    )
+    assert "split" not in seen
+    assert process.returncode == 0, err
