@@ -13,9 +13,11 @@ the stream, and a log that was never written reads as empty.
   a timestamp: RabbitMQ starts at the chunk holding it, so earlier records of that chunk are
   dropped here by their stored time). A read that does not follow must end where the stream
   ended when it began, and a stream does not tell its last offset over AMQP 0-9-1: the
-  reader first appends a *fence* (an empty record with header `asya-fence` and a fresh id),
-  then reads until it meets its own fence. Fences are never yielded; they are tiny and age
-  out with the rest. Reading therefore needs write permission on the stream.
+  reader attaches its consumer, then appends a *fence* (an empty record with header
+  `asya-fence` and a fresh id), and reads until it meets its own fence. Fences are never
+  yielded; they are tiny and age out with the rest. Reading therefore needs write permission
+  on the stream. RabbitMQ waits for an offset past the end (where the fence would never be
+  seen), so such a read starts at the first record and skips those before the offset.
 - `resubmit` is ONE publish to exchange `asya` with the actor's queue as routing key and the
   ledger's routing key in the `CC` header (RabbitMQ's sender-selected distribution): the
   broker routes the one message to both queues and confirms it only when both have it, so the
@@ -175,10 +177,7 @@ class RabbitMQRecordStore:
             await self.declare(kind)
         elif not await self._exists(name):
             return
-        fence = None
-        if not follow:
-            fence = uuid.uuid4().hex
-            await self._publish(b"", exchange="", routing_key=name, headers={FENCE_HEADER: fence})
+        fence = None if follow else uuid.uuid4().hex
         channel = await self._transport.open_channel()
         inbox: asyncio.Queue[AbstractIncomingMessage] = asyncio.Queue()
 
@@ -188,7 +187,14 @@ class RabbitMQRecordStore:
         try:
             await channel.set_qos(prefetch_count=self._prefetch)
             queue = await channel.declare_queue(name, passive=True)
-            await queue.consume(deliver, arguments={OFFSET_HEADER: _offset_argument(start)})
+            where = _offset_argument(start if follow else Start(since=start.since))
+            await queue.consume(deliver, arguments={OFFSET_HEADER: where})
+            if fence is not None:
+                # Written once the consumer is attached: a start past the end (an offset or a
+                # time not reached yet) begins at the next record, which is then the fence.
+                await self._publish(
+                    b"", exchange="", routing_key=name, headers={FENCE_HEADER: fence}
+                )
             while True:
                 incoming = await inbox.get()
                 await incoming.ack()
@@ -199,7 +205,9 @@ class RabbitMQRecordStore:
                         return
                     continue
                 record = _record(kind, incoming)
-                if start.since is None or record.stored_at >= start.since:
+                if (start.since is None or record.stored_at >= start.since) and (
+                    start.offset is None or record.offset >= start.offset
+                ):
                     yield record
         except _CHANNEL_ERRORS as exc:
             raise TransportError(f"cannot read {name}: {exc}") from exc

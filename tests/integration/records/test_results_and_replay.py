@@ -233,3 +233,21 @@ async def test_a_replay_killed_half_way_and_run_again_replays_each_failure_exact
     assert f"replayed {len(ids) - at_kill}, skipped {at_kill}" in err
     assert counts == dict.fromkeys(ids, 1)
     assert await _ledger_length(transport) == len(ids)
+
+
+async def test_results_follow_prints_new_finals_until_sigterm(transport, amqp_url, namespace):
+    await _fail(transport, ["before"])
+    follower = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "asya.cli", "results", "--failed", "--follow",
+        "--broker", amqp_url, "--namespace", namespace,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    first = json.loads(await asyncio.wait_for(follower.stdout.readline(), 60))
+
+    await _fail(transport, ["after"])
+    second = json.loads(await asyncio.wait_for(follower.stdout.readline(), 60))
+    follower.send_signal(signal.SIGTERM)
+    code = await asyncio.wait_for(follower.wait(), 60)
+
+    assert (first["id"], second["id"]) == ("before", "after")
+    assert code == 143

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import aio_pika
 import pytest
@@ -56,6 +56,17 @@ async def test_a_read_since_a_time_skips_older_records(amqp_url, namespace, tran
         records = await _read(own.records, RecordKind.RESULTS, start=since)
 
     assert [r.body for r in records] == [b"new"]
+
+
+@pytest.mark.parametrize(
+    "start",
+    [Start(offset=10_000), Start(since=datetime.now(UTC) + timedelta(days=1))],
+    ids=["offset", "time"],
+)
+async def test_a_read_that_starts_past_the_end_is_empty_and_ends(transport, start):
+    await transport.records.append(RecordKind.RESULTS, b"one")
+
+    assert await _read(transport.records, RecordKind.RESULTS, start=start) == []
 
 
 async def test_a_read_of_a_log_never_written_is_empty(transport):
