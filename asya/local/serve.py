@@ -30,13 +30,10 @@ from asya.envelope import Envelope, Phase
 from asya.errors import TransportError
 from asya.local.inputs import check_route
 from asya.local.mesh import Mesh, MeshOptions
-from asya.retry import RetryPolicy, backoff_ms
 from asya.transport.base import Transport
+from asya.transport.connecting import connect_until_stopped
 
 log = logging.getLogger(__name__)
-
-BROKER_BACKOFF = RetryPolicy(base_delay_ms=500, factor=2.0, max_delay_ms=30_000, jitter=0.2)
-"""Backoff between attempts to reach the broker at start (the sidecar's numbers)."""
 
 
 class ServeState(enum.Enum):
@@ -165,7 +162,9 @@ class Service:
             TransportError: the broker failed while serving.
         """
         try:
-            transport = await self._reach_broker(stop)
+            transport = await connect_until_stopped(
+                self._connect, stop=stop, rng=self._rng, say=lambda line: self._say(f"asya: {line}")
+            )
             if transport is None:
                 return
             self._transport = transport
@@ -175,19 +174,6 @@ class Service:
                 await transport.aclose()
         finally:
             self.state = ServeState.STOPPED
-
-    async def _reach_broker(self, stop: asyncio.Event) -> Transport | None:
-        attempt = 1
-        while not stop.is_set():
-            try:
-                return await self._connect()
-            except TransportError as exc:
-                delay_s = backoff_ms(BROKER_BACKOFF, attempt, self._rng) / 1000
-                self._say(f"asya: {exc}; retrying in {delay_s:.1f} s")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), delay_s)
-            attempt += 1
-        return None
 
     async def _serve(self, transport: Transport, stop: asyncio.Event) -> None:
         mesh = Mesh(

@@ -29,10 +29,10 @@ from asya import event_loop, logs
 from asya.clock import Clock, SystemClock
 from asya.consumer import Consumer, ConsumerConfig
 from asya.crew.ends import EndActor
-from asya.errors import AsyaError, SettingsError, TransportError
+from asya.errors import AsyaError, SettingsError
 from asya.health import HealthServer
 from asya.message_loop import LoopState
-from asya.retry import RetryPolicy, backoff_ms
+from asya.retry import RetryPolicy
 from asya.routing import END_ACTORS, ERROR_END, HAPPY_END
 from asya.runtime.frames import ActorInfo
 from asya.settings import (
@@ -42,6 +42,7 @@ from asya.settings import (
     load_settings,
     variables_parser,
 )
+from asya.transport.connecting import connect_until_stopped
 
 try:
     from asya.transport.rabbitmq import QueueType, RabbitMQOptions, RabbitMQTransport
@@ -56,9 +57,6 @@ from asya_sidecar.runtime_link import LinkState, RuntimeLink
 log = logging.getLogger("asya.sidecar")
 
 T = TypeVar("T")
-
-BROKER_BACKOFF = RetryPolicy(base_delay_ms=500, factor=2.0, max_delay_ms=30_000, jitter=0.2)
-"""Backoff between attempts to reach the broker at start."""
 
 
 def consumer_config(info: ActorInfo) -> ConsumerConfig:
@@ -97,20 +95,16 @@ async def connect_broker(
         connection_name=f"asya-sidecar-{settings.sidecar.actor}",
         retention=Retention.from_settings(settings.transport),
     )
-    attempt = 1
-    while True:
+
+    async def connect() -> RabbitMQTransport:
         transport = RabbitMQTransport(url, options)
-        try:
-            await transport.connect()
-            return transport
-        except TransportError as exc:
-            delay = backoff_ms(BROKER_BACKOFF, attempt, rng) / 1000
-            print(f"asya-sidecar: {exc}; retrying in {delay:.1f} s", file=sys.stderr, flush=True)
-            try:
-                await asyncio.wait_for(stop.wait(), delay)
-                return None
-            except TimeoutError:
-                attempt += 1
+        await transport.connect()
+        return transport
+
+    def say(line: str) -> None:
+        print(f"asya-sidecar: {line}", file=sys.stderr, flush=True)
+
+    return await connect_until_stopped(connect, stop=stop, rng=rng, say=say)
 
 
 async def serve(settings: Settings, clock: Clock, rng: random.Random) -> None:
