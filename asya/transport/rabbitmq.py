@@ -32,6 +32,7 @@ them on the dead channel is logged, not raised. aio-pika errors are wrapped as
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import itertools
 import logging
@@ -52,6 +53,7 @@ from aio_pika.abc import (
 
 from asya.clock import Clock, SystemClock
 from asya.errors import TransportError, UnknownActorError
+from asya.routing import END_ACTORS, ERROR_END
 from asya.transport.base import (
     Death,
     DeathReason,
@@ -69,8 +71,6 @@ log = logging.getLogger(__name__)
 
 EXCHANGE: Final = "asya"
 
-END_ACTORS: Final = frozenset({"happy-end", "error-end"})
-"""Their queues dead-letter to the parking queue, not to `error-end` (which would cycle)."""
 
 DELAY_LADDER_MS: Final = (
     10, 20, 50, 100, 200, 300, 500, 750, 1_000, 1_500, 2_000, 3_000, 5_000, 7_500, 10_000, 15_000,
@@ -109,12 +109,10 @@ def delay_bucket_ms(delay_ms: int) -> int:
 
 
 def _properties() -> aiormq.spec.Basic.Properties:
-    # A fresh object per publish: aiormq writes a message id into the properties it is given
-    # and matches a returned (unroutable) message to its publish by that id, so properties
-    # shared between publishes send returns to the wrong publish.
-    return aiormq.spec.Basic.Properties(
-        delivery_mode=2, content_type="application/json", message_id=uuid.uuid4().hex
-    )
+    # A fresh object per publish: aiormq writes a random message id into the properties it is
+    # given and matches a returned (unroutable) message to its publish by that id, so
+    # properties shared between publishes sent returns to the wrong publish.
+    return aiormq.spec.Basic.Properties(delivery_mode=2, content_type="application/json")
 
 
 def death_of(headers: dict[str, Any] | None) -> Death | None:
@@ -138,11 +136,13 @@ class RabbitMQSubscription:
         self._actor = actor
         self._inbox: asyncio.Queue[Message | None] = asyncio.Queue()
         self._channel: AbstractChannel | None = None
+        self._prefetch = 1
         self._queue: AbstractQueue | None = None
         self._consumer_tag: str | None = None
         self._tags: set[int] = set()
 
     async def start(self, prefetch: int) -> None:
+        self._prefetch = prefetch
         channel = await self._transport.open_channel()
         await channel.set_qos(prefetch_count=prefetch)
         queue = await self._transport.declare_on(channel, self._actor)
@@ -160,12 +160,31 @@ class RabbitMQSubscription:
             log.debug("cancel on a closed channel", extra={"actor": self._actor})
 
     async def resume(self) -> None:
+        """Consume again; on a new channel if the paused one is gone for good.
+
+        Raises:
+            TransportError: the broker would not take the consumer back now (try again).
+        """
         if self._queue is None or self._consumer_tag is not None:
             return
         try:
             self._consumer_tag = await self._queue.consume(self._deliver, no_ack=False)
+            return
+        except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError):
+            log.warning(
+                "consumer channel gone while paused; opening a new one",
+                extra={"actor": self._actor},
+            )
+        # What was held on the old channel went back to the queue with it: its acks are lost
+        # (logged) and those messages come again, at-least-once.
+        old = self._channel
+        try:
+            await self.start(self._prefetch)
         except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError) as exc:
             raise TransportError(f"cannot resume consuming '{self._actor}': {exc}") from exc
+        if old is not None and not old.is_closed:
+            with contextlib.suppress(aiormq.exceptions.AMQPError, RuntimeError):
+                await old.close()
 
     async def _deliver(self, incoming: AbstractIncomingMessage) -> None:
         message = self._transport.track(self._actor, incoming)
@@ -191,7 +210,7 @@ class RabbitMQSubscription:
 
 
 class RabbitMQReplyQueue:
-    """An exclusive, server-named queue that a client waits on."""
+    """An exclusive reply queue (`asya-{namespace}.reply.{token}`) that a client waits on."""
 
     def __init__(self, queue: AbstractQueue, channel: AbstractChannel) -> None:
         self._queue = queue
@@ -312,23 +331,27 @@ class RabbitMQTransport:
         Raises:
             TransportError: not connected, or no channel can be opened now.
         """
-        channel = self._require_channel()
-        if not channel.is_closed:
-            try:
-                underlay = await channel.get_underlay_channel()
-                if not underlay.is_closed:
-                    return underlay
-            except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError):
-                pass
-        async with self._reopening:
-            if self._channel is not channel:  # another publish reopened it meanwhile
-                return await self._publisher()
-            log.warning("publish channel closed by the broker; reopening")
-            try:
-                opened = await self._open_publish_channel()
-                return await opened.get_underlay_channel()
-            except (aiormq.exceptions.AMQPError, ConnectionError, RuntimeError) as exc:
-                raise TransportError(f"cannot reopen the publish channel: {exc}") from exc
+        while True:
+            channel = self._require_channel()
+            if not channel.is_closed:
+                try:
+                    underlay = await channel.get_underlay_channel()
+                    if not underlay.is_closed:
+                        return underlay
+                except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError):
+                    pass
+            async with self._reopening:
+                if self._channel is not channel:
+                    continue  # another publish reopened it meanwhile: look again, lock released
+                log.warning("publish channel closed by the broker; reopening")
+                # Closed by us, the old robust channel stops restoring itself beside the new one.
+                with contextlib.suppress(aiormq.exceptions.AMQPError, RuntimeError):
+                    await channel.close()
+                try:
+                    opened = await self._open_publish_channel()
+                    return await opened.get_underlay_channel()
+                except (aiormq.exceptions.AMQPError, ConnectionError, RuntimeError) as exc:
+                    raise TransportError(f"cannot reopen the publish channel: {exc}") from exc
 
     async def open_channel(self) -> AbstractChannel:
         if self._connection is None:
@@ -356,7 +379,7 @@ class RabbitMQTransport:
         else:
             target = {
                 "x-dead-letter-exchange": EXCHANGE,
-                "x-dead-letter-routing-key": self.queue_for("error-end"),
+                "x-dead-letter-routing-key": self.queue_for(ERROR_END),
             }
         if self.options.queue_type is QueueType.CLASSIC:
             return target

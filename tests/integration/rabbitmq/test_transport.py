@@ -89,3 +89,31 @@ async def test_an_end_actor_queue_dead_letters_to_the_parking_queue_not_to_itsel
 async def test_a_reply_to_that_no_client_declared_is_not_published_to(transport, reply_to):
     with pytest.raises(ValueError, match="is not a reply queue"):
         await transport.publish_reply(reply_to, b"{}")
+
+
+async def test_a_paused_subscription_whose_channel_died_resumes_on_a_new_one(transport):
+    await transport.declare("known")
+    subscription = await transport.subscribe("known", prefetch=1)
+    await subscription.pause()
+    # Stand-in for the broker closing the consumer's channel while the actor was paused.
+    await subscription._channel.close()
+
+    await subscription.resume()
+    await transport.publish("known", b"after the outage")
+    message = await asyncio.wait_for(subscription.get(), 10)
+    await transport.ack(message)
+    await subscription.close()
+
+    assert message.body == b"after the outage"
+
+
+async def test_concurrent_publishes_after_the_channel_closed_all_get_through(transport):
+    await transport.declare("known")
+    underlay = await transport._channel.get_underlay_channel()
+    await underlay.close()
+
+    await asyncio.wait_for(
+        asyncio.gather(*(transport.publish("known", b"m%d" % i) for i in range(20))), 10
+    )
+
+    assert (await transport.depth("known")).ready == 20
