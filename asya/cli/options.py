@@ -97,7 +97,6 @@ def broker_transport(
     try:
         # Imported here: the in-memory commands must work without the rabbitmq extra.
         from asya.transport.rabbitmq import (
-            QueueType,
             RabbitMQOptions,
             RabbitMQTransport,
         )
@@ -109,11 +108,8 @@ def broker_transport(
         ) from exc
     return RabbitMQTransport(
         url,
-        RabbitMQOptions(
-            namespace=namespace,
-            queue_type=QueueType(settings.transport.queue_type),
-            delivery_limit=settings.transport.delivery_limit,
-            connection_name=name,
+        RabbitMQOptions.from_settings(
+            settings.transport, connection_name=name, namespace=namespace
         ),
     )
 

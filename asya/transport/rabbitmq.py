@@ -54,6 +54,7 @@ from aio_pika.abc import (
 from asya.clock import Clock, SystemClock
 from asya.errors import TransportError, UnknownActorError
 from asya.routing import END_ACTORS, ERROR_END
+from asya.settings import TransportSettings
 from asya.transport.base import (
     Death,
     DeathReason,
@@ -98,6 +99,19 @@ class RabbitMQOptions:
     """Shown in the broker's management UI."""
     retention: Retention = field(default_factory=Retention)
     """How long and how much of the end records' streams is kept (`asya.transport.records`)."""
+
+    @classmethod
+    def from_settings(
+        cls, settings: TransportSettings, *, connection_name: str, namespace: str | None = None
+    ) -> RabbitMQOptions:
+        """The options the `ASYA_*` settings say (`namespace` overrides theirs)."""
+        return cls(
+            namespace=namespace or settings.namespace,
+            queue_type=QueueType(settings.queue_type),
+            delivery_limit=settings.delivery_limit,
+            connection_name=connection_name,
+            retention=Retention.from_settings(settings),
+        )
 
 
 def delay_bucket_ms(delay_ms: int) -> int:

@@ -45,8 +45,7 @@ from asya.settings import (
 from asya.transport.connecting import connect_until_stopped
 
 try:
-    from asya.transport.rabbitmq import QueueType, RabbitMQOptions, RabbitMQTransport
-    from asya.transport.records import Retention
+    from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
 except ImportError:  # reported by main(), without a traceback
     _missing_broker_client = True
 else:
@@ -88,12 +87,8 @@ async def connect_broker(
             variable=env_var("broker_url"),
             value=None,
         )
-    options = RabbitMQOptions(
-        namespace=settings.transport.namespace,
-        queue_type=QueueType(settings.transport.queue_type),
-        delivery_limit=settings.transport.delivery_limit,
-        connection_name=f"asya-sidecar-{settings.sidecar.actor}",
-        retention=Retention.from_settings(settings.transport),
+    options = RabbitMQOptions.from_settings(
+        settings.transport, connection_name=f"asya-sidecar-{settings.sidecar.actor}"
     )
 
     async def connect() -> RabbitMQTransport:
