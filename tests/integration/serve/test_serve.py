@@ -107,7 +107,7 @@ async def test_a_fan_out_sent_from_another_process_reaches_the_ends_leaf_by_leaf
     assert process.returncode == 0, err
 
 
-async def test_asya_send_wait_gets_its_answer_from_the_end_actors_of_asya_serve(
+async def test_asya_send_wait_gets_every_leaf_of_a_fan_out_from_the_end_actors_of_asya_serve(
     app_file, amqp_url, namespace, actor_names, transport
 ):
     actor_names.update({"split", "shout"})
@@ -120,9 +120,9 @@ async def test_asya_send_wait_gets_its_answer_from_the_end_actors_of_asya_serve(
         "--namespace",
         namespace,
         "--route",
-        "shout",
+        "split,shout",
         "--payload",
-        '{"text": "hello"}',
+        '{"text": "one two three"}',
         "--wait",
         "--timeout",
         "30",
@@ -131,8 +131,9 @@ async def test_asya_send_wait_gets_its_answer_from_the_end_actors_of_asya_serve(
     err = await terminate(process)
 
     assert sender.returncode == 0, sender_err.decode()
-    final = json.loads(out)
-    assert (final["payload"], final["status"]["phase"]) == ({"text": "HELLO"}, "succeeded")
+    finals = [json.loads(line) for line in out.decode().splitlines()]
+    assert [f["payload"] for f in finals] == [{"text": "ONE"}, {"text": "TWO"}, {"text": "THREE"}]
+    assert {f["status"]["phase"] for f in finals} == {"succeeded"}
     assert process.returncode == 0, err
 
 
