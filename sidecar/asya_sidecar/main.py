@@ -141,6 +141,8 @@ class _Parts:
         self.transport: RabbitMQTransport | None = None
 
     def is_live(self) -> bool:
+        if self.runtime is not None and self.runtime.failed:
+            return False  # the link to the runtime broke for good: only a restart mends it
         return self.role is None or self.role.loop.state is not LoopState.STOPPED
 
     def is_ready(self) -> bool:
