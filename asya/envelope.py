@@ -107,7 +107,6 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
             " references (URLs)",
         ),
     ] = 4 * 1024 * 1024
-    """Largest encoded payload, in bytes (4 MiB). Large data travels as references (URLs)."""
 
     hop_limit: Annotated[
         int,
@@ -117,7 +116,6 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
             " never end",
         ),
     ] = 64
-    """Most actors an envelope may pass through; stops agent loops that never end."""
 
     def __post_init__(self) -> None:
         if self.max_payload_bytes <= 0:

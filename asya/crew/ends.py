@@ -187,12 +187,12 @@ class EndActor:
             log.error("sink failed; message parked", extra={"actor": self.name, "error": repr(exc)})
             await self._park(message, f"{self.name} could not record it: {exc!r}")
             return
-        await self._reply(envelope)
+        await self._reply(envelope, body)
 
     async def _park(self, message: Message, reason: str) -> None:
         await self._transport.park(message.body, reason=reason)
 
-    async def _reply(self, envelope: Envelope) -> None:
+    async def _reply(self, envelope: Envelope, body: bytes) -> None:
         reply_to = envelope.headers.get(REPLY_TO_HEADER)
         if not reply_to:
             return
@@ -203,8 +203,8 @@ class EndActor:
             )
             return
         try:
-            await self._transport.publish_reply(reply_to, encode_envelope(envelope, END_LIMITS))
-        except (EnvelopeError, ValueError, TransportError) as exc:
+            await self._transport.publish_reply(reply_to, body)
+        except (ValueError, TransportError) as exc:  # a reply is a courtesy: the record is kept
             log.warning(
                 "reply not sent",
                 extra={"actor": self.name, "envelope_id": envelope.id, "error": str(exc)},
