@@ -1,17 +1,17 @@
 """Client: put envelopes into a mesh and, if asked, wait for their final envelopes.
 
 `send` builds an envelope for a route and publishes it to the route's first actor (a first
-actor with no queue fails loudly here, not later). `call_all` does the same with a private
-reply queue named in the `reply_to` header and waits until *every* envelope descending from it
-is final — a generator on the way fans out into children, each ending on its own — and returns
-them all as `Results`. `call` is the same for a call that ends in one envelope, and returns
-that envelope. When the tree is complete is told by the finals' lineages (`asya.lineage`), so
+actor with no queue fails loudly here, not later). `call` does the same with a private reply
+queue named in the `reply_to` header and waits until *every* envelope descending from it is
+final — a generator on the way fans out into children, each ending on its own — and returns
+them all as `Results` (`results.one()` for a call that ends in one envelope). When the tree is
+complete is told by the finals' lineages (`asya.lineage`), so
 it works over any transport: the in-memory one in the local runner and tests, RabbitMQ in
 production — `Client("amqp://...")` connects on first use and is closed by `async with` or
 `aclose()`.
 
     async with Client("amqp://guest:guest@localhost/") as client:
-        results = await client.call_all(["split", "score"], {"text": long_text}, timeout_s=60)
+        results = await client.call(["split", "score"], {"text": long_text}, timeout_s=60)
     for failed in results.failed:
         print(failed.id, failed.status.reason)
     scores = [final.payload["score"] for final in results.succeeded]
@@ -95,14 +95,14 @@ class Results:
         if len(self.finals) != 1:
             raise ManyFinalsError(
                 f"expected one final envelope, got {len(self.finals)} (a generator on the"
-                " route fanned out): use call_all() to get them all",
+                " route fanned out): iterate the Results to get them all",
                 results=self,
             )
         return self.finals[0]
 
 
 class ManyFinalsError(AsyaError):
-    """`call` ended in several final envelopes (a fan-out); `results` holds them all."""
+    """`Results.one()` found several final envelopes (a fan-out); `results` holds them all."""
 
     def __init__(self, message: str, *, results: Results) -> None:
         super().__init__(message)
@@ -229,27 +229,6 @@ class Client:
         return await self.publish(self.envelope(route, payload, headers=headers, deadline=deadline))
 
     async def call(
-        self,
-        route: Sequence[str],
-        payload: Payload,
-        *,
-        timeout_s: float,
-        headers: Mapping[str, str] | None = None,
-    ) -> Envelope:
-        """Send and wait for the final envelope, for a call that ends in one (no fan-out).
-
-        Waits as `call_all` does, for every envelope of the call.
-
-        Raises:
-            ManyFinalsError: the call fanned out and ended in several finals (all in
-                `error.results`); use `call_all` for routes that may fan out.
-            CallTimeoutError: as for `call_all`.
-            and as `publish`.
-        """
-        results = await self.call_all(route, payload, timeout_s=timeout_s, headers=headers)
-        return results.one()
-
-    async def call_all(
         self,
         route: Sequence[str],
         payload: Payload,

@@ -129,7 +129,7 @@ async def _on_broker(
     namespace = args.namespace or settings.transport.namespace
     async with Client(url, namespace=namespace, limits=limits(args, settings)) as client:
         if args.wait:
-            return await client.call_all(route, payload, timeout_s=args.timeout, headers=headers)
+            return await client.call(route, payload, timeout_s=args.timeout, headers=headers)
         return await client.send(route, payload, headers=headers)
 
 
@@ -155,7 +155,7 @@ async def _in_memory(
         options=options,
     ):
         client = Client(transport, limits=options.limits, clock=clock, rng=rng)
-        return await client.call_all(route, payload, timeout_s=args.timeout, headers=headers)
+        return await client.call(route, payload, timeout_s=args.timeout, headers=headers)
 
 
 async def _ignore(envelope: Envelope) -> None:

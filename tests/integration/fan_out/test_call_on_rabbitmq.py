@@ -39,9 +39,7 @@ async def test_a_call_through_in_process_consumers_returns_every_leaf_of_a_neste
     )
 
     async with mesh:
-        results = await Client(transport).call_all(
-            ["tree", "check"], [1, [2, "bad"], []], timeout_s=30
-        )
+        results = await Client(transport).call(["tree", "check"], [1, [2, "bad"], []], timeout_s=30)
 
     assert results.payloads == [1, 2, []]
     assert [(f.payload, f.status.reason) for f in results.failed] == [("bad", Reason.HANDLER_ERROR)]
@@ -54,7 +52,7 @@ async def test_a_call_through_pods_returns_every_leaf_and_its_failure(
     await pods(TREE_APP.read_text(), "tree", "check")
 
     async with Client(amqp_url, namespace=namespace) as client:
-        results = await client.call_all(["tree", "check"], [[1, "bad"], 2, []], timeout_s=60)
+        results = await client.call(["tree", "check"], [[1, "bad"], 2, []], timeout_s=60)
 
     assert results.payloads == [1, 2, []]
     assert [f.payload for f in results.failed] == ["bad"]

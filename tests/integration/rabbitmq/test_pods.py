@@ -195,7 +195,7 @@ async def test_a_client_made_from_a_broker_url_calls_and_closes(pods, finals, am
     await pods(HANDLERS, "upper", "count")
 
     async with Client(amqp_url, namespace=namespace) as client:
-        final = await client.call(["upper", "count"], {"text": "abc"}, timeout_s=30)
+        final = (await client.call(["upper", "count"], {"text": "abc"}, timeout_s=30)).one()
 
     assert final.payload == {"text": "ABC", "length": 3}
     assert final.status.phase is Phase.SUCCEEDED

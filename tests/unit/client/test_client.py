@@ -46,7 +46,7 @@ async def mesh():
 
 
 async def test_call_returns_the_final_envelope_of_the_route(mesh):
-    final = await mesh.call(["upper"], "hi", timeout_s=5, headers={"team": "a"})
+    final = (await mesh.call(["upper"], "hi", timeout_s=5, headers={"team": "a"})).one()
 
     assert final.payload == "HI"
     assert final.status.phase is Phase.SUCCEEDED

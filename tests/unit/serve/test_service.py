@@ -182,7 +182,7 @@ async def test_with_ends_the_service_answers_a_client_waiting_for_the_final_enve
     running = asyncio.create_task(service.run(stop))
     await said.wait_for("asya: serving shout and the end actors")
 
-    final = await Client(transport).call(["shout"], "hi", timeout_s=10)
+    final = (await Client(transport).call(["shout"], "hi", timeout_s=10)).one()
     stop.set()
     await running
 
