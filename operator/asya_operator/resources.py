@@ -1,0 +1,473 @@
+"""The custom resources' typed model: AsyncActor and ResourceFlavor, as they travel the API.
+
+One source of truth: `asya_operator.crds` builds the CRDs (schemas, defaults, descriptions, CEL
+rules) from these Structs, and the operator will decode CRs into them. Field names are camelCase
+on the wire (`min_replicas` is `minReplicas`).
+
+Defaults are asya's, never retyped: they are read from `asya.actor.Scaling`, `Resources`,
+`ActorSpec` and `asya.retry.RetryPolicy`, so a CR that leaves a field out gets the number an
+`@actor` without that option gets.
+
+Which side decides what, for the fields that `@actor(...)` also has:
+- **Scheduling** (`scaling`, `resources`, `flavor`, `pool`, `priority`) is the CR's. The operator
+  never imports user code, so it cannot see a decorator's `min_replicas=` or `gpus=`: on
+  Kubernetes these are written in the CR (defaults: `@actor`'s defaults). The decorator's values
+  are what the local runner uses.
+- **Execution** (`retry`, `timeoutSeconds`, `concurrency`, `batch`) is the decorator's: the
+  runtime in the pod reads it from `@actor` and tells the sidecar in its Pong. The CR fields
+  are optional overrides (unset = the decorator's value) and are **not yet applied** by
+  anything; their descriptions say so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated, Any, ClassVar, Final, Literal
+
+import msgspec
+
+from asya.actor import ActorSpec, Resources, Scaling
+from asya.envelope import ACTOR_NAME_MAX_LENGTH, ACTOR_NAME_PATTERN
+from asya.retry import RetryPolicy
+
+GROUP: Final = "asya.sh"
+"""API group of asya's custom resources."""
+
+VERSION: Final = "v1alpha1"
+"""The one served and stored version."""
+
+BROKER_AMQP_URL_KEY: Final = "amqp-url"
+"""Key of the broker Secret holding the AMQP URL (`amqp://user:pass@host:5672/vhost`) the
+sidecar connects with; it reaches the sidecar container only, never the runtime's."""
+
+BROKER_MANAGEMENT_URL_KEY: Final = "management-url"
+"""Key of the broker Secret holding the RabbitMQ management API URL with credentials
+(`http://user:pass@host:15672/vhost`), which KEDA reads queue depth from (unacked included)."""
+
+DEFAULT_BROKER_SECRET: Final = "asya-broker"
+"""Secret an AsyncActor uses when `spec.broker.secretName` is not set."""
+
+HANDLER_PATTERN: Final = (
+    r"^[A-Za-z_][A-Za-z0-9_]*([.][A-Za-z_][A-Za-z0-9_]*)*"
+    r":[A-Za-z_][A-Za-z0-9_]*([.][A-Za-z_][A-Za-z0-9_]*)*$"
+)
+"""`module:attr` as `ASYA_HANDLER` takes it (dotted module, dotted attribute)."""
+
+QUANTITY_PATTERN: Final = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+"""A Kubernetes resource quantity (`500m`, `2`, `16Gi`), as the core API's own schema has it."""
+
+DNS_SUBDOMAIN_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+"""A Kubernetes object name (DNS-1123 subdomain), such as a ResourceFlavor's or a Secret's."""
+
+_SCALING: Final = Scaling()
+_RESOURCES: Final = Resources()
+_RETRY: Final = RetryPolicy()
+_ACTOR_SPEC_DEFAULTS: Final = {
+    f.name: f.default for f in dataclasses.fields(ActorSpec) if f.default is not dataclasses.MISSING
+}
+
+
+def _whole_seconds(seconds: float) -> int:
+    # KEDA takes whole seconds; asya's defaults are whole numbers of seconds, kept so here.
+    if seconds != int(seconds):
+        raise ValueError(f"{seconds} s is not a whole number of seconds")
+    return int(seconds)
+
+
+class Validation(msgspec.Struct, frozen=True, kw_only=True):
+    """One CEL rule (`x-kubernetes-validations`) on the object it is attached to (`self`)."""
+
+    rule: str
+    """A CEL expression that is true for a valid object."""
+    message: str
+    """What the API server answers when the rule is false: what is wrong and how to fix it."""
+
+
+def _doc(text: str, **constraints: Any) -> msgspec.Meta:
+    return msgspec.Meta(description=text, **constraints)
+
+
+_Quantity = Annotated[str, msgspec.Meta(pattern=QUANTITY_PATTERN)] | int
+_NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+_Positive = Annotated[int, msgspec.Meta(ge=1)]
+_ObjectName = Annotated[str, msgspec.Meta(max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)]
+
+_LIST_MAP_BY_NAME: Final = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+_LIST_MAP_BY_TYPE: Final = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
+
+_NOT_YET_APPLIED: Final = " Not yet applied: the runtime takes this from the decorator today."
+
+
+# --- AsyncActor --------------------------------------------------------------------------
+
+
+class EnvVar(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """An environment variable of the runtime container (Kubernetes' EnvVar)."""
+
+    name: Annotated[str, _doc("Variable name.", min_length=1)]
+    value: Annotated[str | None, _doc("Literal value.")] = None
+    value_from: Annotated[
+        dict[str, Any] | None,
+        _doc("A source for the value (secretKeyRef, configMapKeyRef, fieldRef, ...), as in core."),
+    ] = None
+
+
+class ActorResources(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """What one replica asks the cluster for."""
+
+    cpu: Annotated[
+        _Quantity | None, _doc("CPU request, a Kubernetes quantity (`500m`, `2`); unset = none.")
+    ] = _RESOURCES.cpu
+    memory: Annotated[
+        _Quantity | None,
+        _doc("Memory request, a Kubernetes quantity (`512Mi`, `16Gi`); unset = none."),
+    ] = _RESOURCES.memory
+    gpus: Annotated[
+        int, _doc("Whole GPUs per replica (`nvidia.com/gpu`, request and limit).", ge=0)
+    ] = _RESOURCES.gpus
+
+
+class ActorScaling(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Replica bounds and the queue-depth rule KEDA's RabbitMQ scaler applies."""
+
+    VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
+        Validation(
+            rule="self.minReplicas <= self.maxReplicas",
+            message="scaling.minReplicas must not be above scaling.maxReplicas:"
+            " raise maxReplicas or lower minReplicas",
+        ),
+    )
+
+    min_replicas: Annotated[
+        int, _doc("Replicas kept when the queue is empty; 0 lets the actor scale to zero.", ge=0)
+    ] = _SCALING.min_replicas
+    max_replicas: Annotated[int, _doc("Most replicas the actor may scale to.", ge=1)] = (
+        _SCALING.max_replicas
+    )
+    queue_length: Annotated[
+        int,
+        _doc(
+            "Messages (ready plus unacked) one replica is expected to handle (KEDA's value).", ge=1
+        ),
+    ] = _SCALING.queue_length
+    activation_queue_length: Annotated[
+        int,
+        _doc(
+            "Queue depth above which an actor at zero replicas is started (KEDA's"
+            " activationValue).",
+            ge=0,
+        ),
+    ] = _SCALING.activation
+    polling_interval: Annotated[
+        int, _doc("Seconds between queue-depth checks (KEDA's pollingInterval).", ge=1)
+    ] = _whole_seconds(_SCALING.polling_interval_s)
+    cooldown_period: Annotated[
+        int,
+        _doc(
+            "Seconds of an idle queue before scaling back to minReplicas (KEDA's cooldownPeriod).",
+            ge=0,
+        ),
+    ] = _whole_seconds(_SCALING.cooldown_s)
+
+
+class ActorRetry(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Override of the decorator's RetryPolicy: when set, it replaces that policy whole, and a
+    field left out takes RetryPolicy's default, as in `@actor(retry=RetryPolicy(...))`. The
+    exception types retried stay the decorator's."""
+
+    VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
+        Validation(
+            rule="self.baseDelayMs <= self.maxDelayMs",
+            message="retry.baseDelayMs must not be above retry.maxDelayMs:"
+            " raise maxDelayMs or lower baseDelayMs",
+        ),
+        Validation(
+            rule="self.jitter >= 0.0 && self.jitter <= 1.0",
+            message="retry.jitter is a fraction of each delay: set it between 0.0 and 1.0",
+        ),
+        Validation(
+            rule="self.factor >= 1.0",
+            message="retry.factor must be at least 1.0 (delays never shrink): set it to 1.0"
+            " or more",
+        ),
+    )
+
+    max_attempts: Annotated[
+        int, _doc("Calls at most per envelope, the first included (1 = never retry).", ge=1)
+    ] = _RETRY.max_attempts
+    base_delay_ms: Annotated[
+        int, _doc("Delay before the second attempt, in milliseconds.", ge=0)
+    ] = _RETRY.base_delay_ms
+    factor: Annotated[float, _doc("Each further delay is this many times the one before.")] = (
+        _RETRY.factor
+    )
+    max_delay_ms: Annotated[
+        int, _doc("No delay is longer than this, in milliseconds, jitter included.", ge=0)
+    ] = _RETRY.max_delay_ms
+    jitter: Annotated[
+        float, _doc("Up to this fraction of each delay is taken off at random (0.0 to 1.0).")
+    ] = _RETRY.jitter
+    retry_timeouts: Annotated[
+        bool, _doc("Whether a call that ran past the actor's timeout is tried again.")
+    ] = _RETRY.retry_timeouts
+
+
+class ActorBatch(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Override of the decorator's batching: up to `size` envelopes per call."""
+
+    VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
+        Validation(
+            rule="self.size >= 1",
+            message="batch.size is the most envelopes per call: set it to 1 or more",
+        ),
+    )
+
+    size: Annotated[int, _doc("Most envelopes per call.")]
+    wait_ms: Annotated[
+        int, _doc("Milliseconds to wait for a batch to fill before calling with fewer.", ge=0)
+    ] = _ACTOR_SPEC_DEFAULTS["batch_wait_ms"]
+
+
+class BrokerRef(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Where the broker's credentials are: a Secret in the actor's namespace, never the CR."""
+
+    secret_name: Annotated[
+        str,
+        _doc(
+            f"Secret with key `{BROKER_AMQP_URL_KEY}` (AMQP URL, given to the sidecar only) and"
+            f" key `{BROKER_MANAGEMENT_URL_KEY}` (RabbitMQ management API URL with credentials,"
+            " read by KEDA's TriggerAuthentication).",
+            max_length=253,
+            pattern=DNS_SUBDOMAIN_PATTERN,
+        ),
+    ] = DEFAULT_BROKER_SECRET
+
+
+class AsyncActorSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """An actor: its image and handler, how it scales, what it asks for, where its broker is."""
+
+    VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
+        Validation(
+            rule="size(self.image) > 0",
+            message="spec.image is empty: set the container image holding the handler's code",
+        ),
+        Validation(
+            rule="size(self.handler) > 0",
+            message="spec.handler is empty: set it to module:attr, e.g. my_app.text:normalize",
+        ),
+        Validation(
+            rule=f"size(self.handler) == 0 || self.handler.matches('{HANDLER_PATTERN}')",
+            message="spec.handler must look like module:attr (a dotted module, a colon, the"
+            " function or class), e.g. my_app.text:normalize",
+        ),
+        Validation(
+            rule="!has(self.timeoutSeconds) || self.timeoutSeconds > 0.0",
+            message="spec.timeoutSeconds must be above 0: give the seconds a call may take, or"
+            " leave it out to keep the decorator's timeout",
+        ),
+    )
+
+    image: Annotated[
+        str, _doc("Container image with the handler's code and asya installed.", max_length=1024)
+    ]
+    handler: Annotated[
+        str,
+        _doc("The actor's handler as `module:attr` (the runtime's ASYA_HANDLER).", max_length=512),
+    ]
+    replicas: Annotated[
+        _NonNegative | None,
+        _doc(
+            "Desired replicas, written by KEDA through the scale subresource; unset = minReplicas."
+        ),
+    ] = None
+    env: Annotated[
+        Annotated[list[EnvVar], msgspec.Meta(extra_json_schema=_LIST_MAP_BY_NAME)] | None,
+        _doc("Extra environment variables of the runtime container."),
+    ] = None
+    env_from: Annotated[
+        list[dict[str, Any]] | None,
+        _doc(
+            "ConfigMaps and Secrets exposed as variables to the runtime container (EnvFromSource)."
+        ),
+    ] = None
+    resources: Annotated[ActorResources, _doc("What one replica asks the cluster for.")] = (
+        msgspec.field(default_factory=ActorResources)
+    )
+    flavor: Annotated[
+        _ObjectName | None,
+        _doc("ResourceFlavor whose node labels and tolerations the pods get; unset = none."),
+    ] = None
+    scaling: Annotated[ActorScaling, _doc("Replica bounds and queue-depth scaling (KEDA).")] = (
+        msgspec.field(default_factory=ActorScaling)
+    )
+    retry: Annotated[
+        ActorRetry | None,
+        _doc(
+            "Override of the decorator's retry policy; unset = the decorator's." + _NOT_YET_APPLIED
+        ),
+    ] = None
+    timeout_seconds: Annotated[
+        float | None,
+        _doc("Override of the decorator's timeout_s; unset = the decorator's." + _NOT_YET_APPLIED),
+    ] = None
+    concurrency: Annotated[
+        _Positive | None,
+        _doc(
+            "Override of the decorator's concurrency (calls in flight per replica); unset = the"
+            " decorator's." + _NOT_YET_APPLIED
+        ),
+    ] = None
+    batch: Annotated[
+        ActorBatch | None,
+        _doc("Override of the decorator's batching; unset = the decorator's." + _NOT_YET_APPLIED),
+    ] = None
+    pool: Annotated[
+        _ObjectName | None,
+        _doc("ResourcePool whose quota admits the replicas; unset = none. Not yet applied."),
+    ] = _ACTOR_SPEC_DEFAULTS["pool"]
+    priority: Annotated[
+        int,
+        _doc("Admission priority within the pool; higher goes first. Not yet applied."),
+    ] = _ACTOR_SPEC_DEFAULTS["priority"]
+    broker: Annotated[BrokerRef, _doc("The Secret holding the broker's URLs.")] = msgspec.field(
+        default_factory=BrokerRef
+    )
+    keep_queues: Annotated[
+        bool, _doc("Keep the actor's queues when the AsyncActor is deleted (default: remove them).")
+    ] = False
+
+
+class Condition(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One aspect of the actor's state (`Ready`, `Scaling`, `Degraded`), as in metav1.Condition."""
+
+    type: Annotated[str, _doc("Which aspect: Ready, Scaling or Degraded.", max_length=316)]
+    status: Annotated[Literal["True", "False", "Unknown"], _doc("True, False or Unknown.")]
+    reason: Annotated[str | None, _doc("CamelCase reason for the last transition.")] = None
+    message: Annotated[str | None, _doc("What happened, in words, naming any missing object.")] = (
+        None
+    )
+    last_transition_time: Annotated[
+        str | None,
+        _doc("When status last changed (RFC 3339).", extra_json_schema={"format": "date-time"}),
+    ] = None
+
+
+class AsyncActorStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """What the operator observed; written by the operator only."""
+
+    replicas: Annotated[int | None, _doc("Replicas the Deployment has (scale subresource).")] = None
+    ready_replicas: Annotated[int | None, _doc("Replicas whose runtime and sidecar are ready.")] = (
+        None
+    )
+    selector: Annotated[
+        str | None, _doc("Label selector of the actor's pods, as a string (for the HPA).")
+    ] = None
+    observed_generation: Annotated[
+        int | None, _doc("The spec generation this status describes.")
+    ] = None
+    conditions: Annotated[
+        Annotated[list[Condition], msgspec.Meta(extra_json_schema=_LIST_MAP_BY_TYPE)] | None,
+        _doc("Ready, Scaling and Degraded."),
+    ] = None
+
+
+class AsyncActor(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """An actor on Kubernetes: a Deployment of runtime and sidecar, scaled by KEDA on its queue.
+
+    Its name is the actor's name (the queue `asya-{namespace}-{name}`)."""
+
+    VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
+        Validation(
+            rule=f"self.metadata.name.matches('{ACTOR_NAME_PATTERN}')",
+            message="metadata.name is the actor's name: lowercase letters, digits and '-',"
+            " starting and ending with a letter or digit (e.g. detect-language)",
+        ),
+        Validation(
+            rule=f"size(self.metadata.name) <= {ACTOR_NAME_MAX_LENGTH}",
+            message=f"metadata.name is the actor's name: at most {ACTOR_NAME_MAX_LENGTH}"
+            " characters, shorten it",
+        ),
+    )
+
+    api_version: Annotated[str, _doc("asya.sh/v1alpha1")] = f"{GROUP}/{VERSION}"
+    kind: Annotated[str, _doc("AsyncActor")] = "AsyncActor"
+    metadata: Annotated[dict[str, Any], _doc("Standard object metadata.")] = msgspec.field(
+        default_factory=dict
+    )
+    spec: Annotated[AsyncActorSpec, _doc("What the actor is and how it runs.")]
+    status: Annotated[AsyncActorStatus | None, _doc("What the operator observed.")] = None
+
+
+# --- ResourceFlavor ----------------------------------------------------------------------
+
+_Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class Taint(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A taint the flavor's nodes carry (core Taint)."""
+
+    key: Annotated[str, _doc("Taint key.", min_length=1)]
+    value: Annotated[str | None, _doc("Taint value.")] = None
+    effect: Annotated[_Effect, _doc("NoSchedule, PreferNoSchedule or NoExecute.")]
+
+
+class Toleration(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A toleration the pods of actors on this flavor get (core Toleration)."""
+
+    VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
+        Validation(
+            rule="has(self.key) || (has(self.operator) && self.operator == 'Exists')",
+            message="a toleration without a key matches every taint: set operator: Exists, or"
+            " give a key",
+        ),
+        Validation(
+            rule="!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
+            message="tolerationSeconds applies to NoExecute taints only: set effect: NoExecute or"
+            " remove tolerationSeconds",
+        ),
+        Validation(
+            rule="!(has(self.operator) && self.operator == 'Exists' && has(self.value))",
+            message="a toleration with operator: Exists matches any value: remove value",
+        ),
+    )
+
+    key: Annotated[str | None, _doc("Taint key matched; unset = every key.")] = None
+    operator: Annotated[
+        Literal["Equal", "Exists"] | None, _doc("Equal (the default) or Exists.")
+    ] = None
+    value: Annotated[str | None, _doc("Taint value matched (operator Equal).")] = None
+    effect: Annotated[_Effect | None, _doc("Taint effect matched; unset = every effect.")] = None
+    toleration_seconds: Annotated[
+        int | None, _doc("How long a NoExecute taint is tolerated before eviction, in seconds.")
+    ] = None
+
+
+class ResourceFlavorSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A kind of node (as in Kueue): which labels select it, which taints it has."""
+
+    node_labels: Annotated[
+        Annotated[dict[str, str], msgspec.Meta(max_length=8)] | None,
+        _doc("Labels the pods' nodeSelector requires."),
+    ] = None
+    node_taints: Annotated[
+        Annotated[list[Taint], msgspec.Meta(max_length=8)] | None,
+        _doc("Taints the flavor's nodes carry; pods get matching tolerations."),
+    ] = None
+    tolerations: Annotated[
+        Annotated[list[Toleration], msgspec.Meta(max_length=8)] | None,
+        _doc("Extra tolerations the pods get."),
+    ] = None
+
+
+class ResourceFlavor(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A cluster-wide kind of node actors can be placed on (node labels and tolerations)."""
+
+    api_version: Annotated[str, _doc("asya.sh/v1alpha1")] = f"{GROUP}/{VERSION}"
+    kind: Annotated[str, _doc("ResourceFlavor")] = "ResourceFlavor"
+    metadata: Annotated[dict[str, Any], _doc("Standard object metadata.")] = msgspec.field(
+        default_factory=dict
+    )
+    spec: Annotated[ResourceFlavorSpec, _doc("Node labels, taints and tolerations.")]

@@ -1,0 +1,78 @@
+"""The CRDs' defaults are asya's defaults: the numbers an `@actor` without options gets."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import msgspec
+import pytest
+from asya_operator.crds import async_actor_crd
+from asya_operator.resources import AsyncActorSpec
+
+from asya.actor import ActorSpec, Resources, Scaling
+from asya.retry import RetryPolicy
+from tests.operator.cr_validation import apply_defaults, openapi_schema
+
+
+def dataclass_default(cls: type, name: str) -> Any:
+    (field,) = (f for f in dataclasses.fields(cls) if f.name == name)
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    return field.default_factory()  # type: ignore[misc]
+
+
+# (path under spec, the dataclass whose default it is, that dataclass's field)
+DEFAULTED = [
+    ("scaling.minReplicas", Scaling, "min_replicas"),
+    ("scaling.maxReplicas", Scaling, "max_replicas"),
+    ("scaling.queueLength", Scaling, "queue_length"),
+    ("scaling.activationQueueLength", Scaling, "activation"),
+    ("scaling.pollingInterval", Scaling, "polling_interval_s"),
+    ("scaling.cooldownPeriod", Scaling, "cooldown_s"),
+    ("resources.gpus", Resources, "gpus"),
+    ("retry.maxAttempts", RetryPolicy, "max_attempts"),
+    ("retry.baseDelayMs", RetryPolicy, "base_delay_ms"),
+    ("retry.factor", RetryPolicy, "factor"),
+    ("retry.maxDelayMs", RetryPolicy, "max_delay_ms"),
+    ("retry.jitter", RetryPolicy, "jitter"),
+    ("retry.retryTimeouts", RetryPolicy, "retry_timeouts"),
+    ("batch.waitMs", ActorSpec, "batch_wait_ms"),
+    ("priority", ActorSpec, "priority"),
+]
+
+# Unset in the CR means "the decorator's value", so the CRD gives these no default.
+DECORATOR_DECIDES = ["retry", "timeoutSeconds", "concurrency", "batch"]
+
+MINIMAL = {"image": "img", "handler": "m:f", "retry": {}, "batch": {"size": 1}}
+
+
+def at(obj: dict[str, Any], dotted: str) -> Any:
+    for part in dotted.split("."):
+        obj = obj[part]
+    return obj
+
+
+def schema_at(schema: dict[str, Any], dotted: str) -> dict[str, Any]:
+    for part in dotted.split("."):
+        schema = schema["properties"][part]
+    return schema
+
+
+@pytest.mark.parametrize(("path", "cls", "name"), DEFAULTED, ids=[row[0] for row in DEFAULTED])
+def test_a_field_left_out_gets_asyas_default_in_the_crd_and_the_model(path, cls, name):
+    expected = dataclass_default(cls, name)
+    spec_schema = schema_at(openapi_schema(async_actor_crd()), "spec")
+    assert schema_at(spec_schema, path)["default"] == expected
+    assert at(apply_defaults(MINIMAL, spec_schema), path) == expected
+    model = msgspec.to_builtins(msgspec.convert(MINIMAL, AsyncActorSpec))
+    assert at(model, path) == expected
+
+
+@pytest.mark.parametrize("name", DECORATOR_DECIDES)
+def test_an_execution_override_has_no_default_so_the_decorator_keeps_its_value(name):
+    spec_schema = schema_at(openapi_schema(async_actor_crd()), "spec")
+    assert "default" not in spec_schema["properties"][name]
+    assert "Not yet applied" in spec_schema["properties"][name]["description"]
+    defaulted = apply_defaults({"image": "img", "handler": "m:f"}, spec_schema)
+    assert name not in defaulted

@@ -1,0 +1,107 @@
+"""The CRDs: committed as generated, accepted by the API server's own schema, structural."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+from asya_operator.crds import DEFAULT_OUT, REGENERATE, all_crds, crd_files
+
+from tests.operator.cr_validation import (
+    compile_rule,
+    openapi_schema,
+    rules_with_paths,
+    structural_problems,
+)
+
+KUBERNETES_VERSIONS = ["1.33.0", kubernetes_validate.latest_version()]
+
+CRDS = {crd["spec"]["names"]["kind"]: crd for crd in all_crds()}
+
+
+def test_the_committed_crd_files_are_exactly_what_the_model_generates():
+    expected = crd_files()
+    committed = {path.name: path.read_text(encoding="utf-8") for path in DEFAULT_OUT.glob("*")}
+    assert committed == expected, (
+        f"the CRD files under {DEFAULT_OUT} differ from the model: run `{REGENERATE}`"
+        " and commit them"
+    )
+
+
+def test_every_committed_crd_file_says_how_to_regenerate_it():
+    for name, text in crd_files().items():
+        assert text.startswith("# Generated"), name
+        assert REGENERATE in text.splitlines()[1], name
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+@pytest.mark.parametrize("kind", sorted(CRDS))
+def test_each_crd_is_a_valid_customresourcedefinition_in_strict_mode(kind, version):
+    kubernetes_validate.validate(CRDS[kind], version, strict=True)
+
+
+@pytest.mark.parametrize("kind", sorted(CRDS))
+def test_each_crd_schema_is_structural(kind):
+    assert structural_problems(openapi_schema(CRDS[kind])) == []
+
+
+@pytest.mark.parametrize(
+    ("schema", "problem"),
+    [
+        ({"type": "object", "properties": {"a": {"$ref": "#/x"}}}, "$ref is not allowed"),
+        ({"type": "object", "properties": {"a": {"description": "untyped"}}}, ".a: no type"),
+        (
+            {"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}]}}},
+            "anyOf[0]: type is not allowed here",
+        ),
+        ({"type": "object", "properties": {"a": {"type": "array"}}}, "array without items"),
+        (
+            {"type": "object", "properties": {"a": {"type": "number", "exclusiveMinimum": 0}}},
+            "exclusiveMinimum must be a boolean",
+        ),
+        ({"type": "string"}, "root must be of type object"),
+    ],
+)
+def test_the_structural_checker_finds_each_rule_broken(schema, problem):
+    assert any(problem in found for found in structural_problems(schema))
+
+
+def defaults_with_schemas(schema: dict[str, Any], path: str = ""):
+    if "default" in schema:
+        yield path, schema
+    for name, sub in schema.get("properties", {}).items():
+        yield from defaults_with_schemas(sub, f"{path}.{name}")
+    if "items" in schema:
+        yield from defaults_with_schemas(schema["items"], f"{path}[*]")
+
+
+@pytest.mark.parametrize("kind", sorted(CRDS))
+def test_every_default_is_valid_for_its_own_field(kind):
+    for path, schema in defaults_with_schemas(openapi_schema(CRDS[kind])):
+        errors = list(jsonschema.Draft7Validator(schema).iter_errors(schema["default"]))
+        assert errors == [], path
+
+
+@pytest.mark.parametrize("kind", sorted(CRDS))
+def test_every_cel_rule_compiles_and_has_a_message(kind):
+    for path, rule in rules_with_paths(openapi_schema(CRDS[kind])):
+        compile_rule(rule["rule"])
+        assert rule["message"], path
+
+
+def test_the_scale_subresource_and_printer_columns_point_at_fields_the_schema_has():
+    crd = CRDS["AsyncActor"]
+    (version,) = crd["spec"]["versions"]
+    schema = version["schema"]["openAPIV3Schema"]
+    paths = list(version["subresources"]["scale"].values())
+    paths += [c["jsonPath"] for c in version["additionalPrinterColumns"]]
+    for path in paths:
+        if path.startswith(".metadata."):
+            continue
+        node = schema
+        for part in path.lstrip(".").split("."):
+            node = node["properties"][part]
+        assert "type" in node, path
+    assert version["subresources"]["status"] == {}
