@@ -18,7 +18,6 @@ import asyncio
 import collections
 import contextlib
 import enum
-import logging
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,14 +25,13 @@ from dataclasses import dataclass, field
 from asya.actor import ActorSpec
 from asya.clock import Clock
 from asya.consumer import StepResult
+from asya.crew.sinks import LogSink
 from asya.envelope import Envelope, Phase
 from asya.errors import TransportError
 from asya.local.inputs import check_route
 from asya.local.mesh import Mesh, MeshOptions
 from asya.transport.base import Transport
 from asya.transport.connecting import connect_until_stopped
-
-log = logging.getLogger(__name__)
 
 
 class ServeState(enum.Enum):
@@ -78,6 +76,7 @@ class ServeStats:
     """The mesh's Observer and Sink: counts per actor and final envelopes by phase."""
 
     def __init__(self, actors: Iterable[str]) -> None:
+        self._log = LogSink()
         self.actors = {name: ActorCounts() for name in actors}
         self.finals: collections.Counter[Phase] = collections.Counter()
 
@@ -92,16 +91,7 @@ class ServeStats:
 
     async def record(self, envelope: Envelope) -> None:
         self.finals[envelope.status.phase] += 1
-        status = envelope.status
-        log.info(
-            "final envelope",
-            extra={
-                "envelope_id": envelope.id,
-                "phase": status.phase.value,
-                "reason": status.reason.value if status.reason else None,
-                "actor": status.actor,
-            },
-        )
+        await self._log.record(envelope)
 
 
 def format_status(stats: ServeStats, depths: Mapping[str, int | None], *, ends: bool) -> str:

@@ -2,22 +2,17 @@
 
 `StepEvents` is the consumer's Observer: optionally one JSON line per finished step on stdout
 (`ASYA_STEP_EVENTS`, read by `asya dev --isolate` to know when a run is over), and a count
-per outcome. `LogSink` is the end actors' Sink in a pod: one structured log line per final
-envelope, without its payload (payloads are not logged).
+per outcome. (The end actors' log sink is `asya.crew.sinks.LogSink`.)
 """
 
 from __future__ import annotations
 
 import collections
 import json
-import logging
 import sys
 from typing import TextIO
 
 from asya.consumer import StepResult
-from asya.envelope import Envelope
-
-log = logging.getLogger(__name__)
 
 
 class StepEvents:
@@ -38,18 +33,3 @@ class StepEvents:
             }
             self._stream.write(json.dumps(event) + "\n")
             self._stream.flush()
-
-
-class LogSink:
-    async def record(self, envelope: Envelope) -> None:
-        status = envelope.status
-        log.info(
-            "final envelope",
-            extra={
-                "envelope_id": envelope.id,
-                "phase": status.phase.value,
-                "reason": status.reason.value if status.reason else None,
-                "actor": status.actor,
-                "route": list(envelope.route.prev),
-            },
-        )

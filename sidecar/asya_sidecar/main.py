@@ -29,6 +29,7 @@ from asya import event_loop, logs
 from asya.clock import Clock, SystemClock
 from asya.consumer import Consumer, ConsumerConfig
 from asya.crew.ends import EndActor
+from asya.crew.sinks import LogSink
 from asya.errors import AsyaError, SettingsError
 from asya.health import HealthServer
 from asya.message_loop import LoopState
@@ -50,7 +51,7 @@ except ImportError:  # reported by main(), without a traceback
     _missing_broker_client = True
 else:
     _missing_broker_client = False
-from asya_sidecar.events import LogSink, StepEvents
+from asya_sidecar.events import StepEvents
 from asya_sidecar.runtime_link import LinkState, RuntimeLink
 
 log = logging.getLogger("asya.sidecar")
