@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import secrets
-from typing import IO, TYPE_CHECKING, TypeAlias
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, TypeAlias, TypeVar
 
 import msgspec
 
@@ -38,15 +39,34 @@ def route(text: str) -> tuple[str, ...]:
     return names
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number above zero (0 would disable a limit silently)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got '{text}'") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return value
+N = TypeVar("N", int, float)
+
+
+def bounded(
+    parse: Callable[[str], N], *, low: N, high: N | None = None, what: str
+) -> Callable[[str], N]:
+    """An argparse type: a number parsed by `parse`, from `low` to `high` (inclusive)."""
+
+    def convert(text: str) -> N:
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got '{text}'") from None
+        if high is not None and not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be {low}..{high}, got {text}")
+        if not low <= value:  # also refuses NaN
+            raise argparse.ArgumentTypeError(f"must be {low} or more, got {text}")
+        return value
+
+    return convert
+
+
+positive_int = bounded(int, low=1, what="a whole number")
+"""A whole number above zero (0 would disable a limit silently)."""
+port = bounded(int, low=0, high=65535, what="a port number")
+"""A TCP port; 0 for any free one."""
+seconds = bounded(float, low=0.0, what="seconds")
+"""Seconds, 0 or more."""
 
 
 def add_limits(parser: argparse.ArgumentParser) -> None:

@@ -23,8 +23,10 @@ from asya.cli.options import (
     add_limits,
     broker_transport,
     limits,
+    port,
     positive_int,
     route,
+    seconds,
 )
 from asya.clock import SystemClock
 from asya.errors import TransportError
@@ -71,13 +73,13 @@ def add_parser(commands: Subparsers) -> None:
     )
     serve.add_argument(
         "--health-port",
-        type=_port,
+        type=port,
         metavar="N",
         help="answer /healthz and /readyz on this port (0 picks a free one; default: none)",
     )
     serve.add_argument(
         "--status-every",
-        type=_seconds,
+        type=seconds,
         default=30.0,
         metavar="S",
         help="seconds between status lines on stderr (30; 0 for none)",
@@ -157,25 +159,3 @@ async def _serve(service: Service, health_port: int | None) -> None:
 
 def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-def _port(text: str) -> int:
-    """An argparse type: a TCP port, 0 for any free one."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got '{text}'") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be 0..65535, got {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    """An argparse type: seconds, 0 or more."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got '{text}'") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
