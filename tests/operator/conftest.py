@@ -1,0 +1,88 @@
+"""The operator's stand-in cluster: kopf and the official client pointed at `emulator.Cluster`.
+
+Fixtures:
+- `cluster`: a running `Cluster` (asya's CRDs and the built-in kinds in discovery); the
+  official `kubernetes` client and `kopf.login_via_client` reach it through a kubeconfig.
+  `await cluster.wait_for(resource, namespace, name, condition)` waits for an object's state
+  and `await cluster.watched(resource)` for a watcher (bound both with `asyncio.timeout`);
+  `cluster.objects` holds every object and its history.
+- `kube`: a `kubernetes.client.ApiClient` for it. The client is synchronous: call it through
+  `asyncio.to_thread`, or it blocks the loop the cluster is served from.
+- `run_operator`: `await run_operator(registry)` starts `kopf.operator()` on that registry
+  against the cluster, as a task of the test's loop; the fixture cancels it at the end (a
+  graceful stop costs ~5 s a test: kopf waits for "hung" tasks, the cluster's among them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+
+import kopf
+import kubernetes
+import pytest
+from kmock._internal.apps import Server
+
+from tests.operator.emulator import Cluster
+
+RunOperator = Callable[[kopf.OperatorRegistry], Awaitable[None]]
+
+
+@pytest.fixture
+async def cluster(tmp_path, monkeypatch) -> AsyncIterator[Cluster]:
+    """A stand-in Kubernetes API server, and a kubeconfig that points at it."""
+    async with Cluster() as emulator, Server(emulator) as server:
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(json.dumps(_kubeconfig(str(server.url).rstrip("/"))))
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        # kubernetes.config reads $KUBECONFIG once, at import: patch its copy too.
+        monkeypatch.setattr(
+            kubernetes.config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig)
+        )
+        # Not in a pod: kopf's login must fall through to the kubeconfig.
+        monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        # load_kube_config() sets the process-wide default Configuration; restore it after.
+        monkeypatch.setattr(kubernetes.client.Configuration, "_default", None)
+        kubernetes.config.load_kube_config()
+        yield emulator
+
+
+@pytest.fixture
+def kube(cluster) -> Iterator[kubernetes.client.ApiClient]:
+    """The official client, configured for `cluster` (call it via `asyncio.to_thread`)."""
+    with kubernetes.client.ApiClient() as api:
+        yield api
+
+
+@pytest.fixture
+async def run_operator(cluster) -> AsyncIterator[RunOperator]:
+    """Start kopf on a registry against `cluster`; it is cancelled when the test ends."""
+    tasks: list[asyncio.Task[None]] = []
+
+    async def start(registry: kopf.OperatorRegistry) -> None:
+        # A registry of our own gets none of kopf's default login handlers.
+        kopf.on.login(registry=registry)(kopf.login_via_client)
+        settings = kopf.OperatorSettings()
+        settings.peering.standalone = True  # no KopfPeering resources to coordinate through
+        settings.posting.enabled = False  # no v1/events traffic in the tests
+        operator = kopf.operator(registry=registry, settings=settings, clusterwide=True)
+        tasks.append(asyncio.create_task(operator, name="kopf operator"))
+
+    yield start
+    for task in tasks:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def _kubeconfig(server: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "stand-in", "cluster": {"server": server}}],
+        "users": [{"name": "stand-in", "user": {}}],
+        "contexts": [{"name": "stand-in", "context": {"cluster": "stand-in", "user": "stand-in"}}],
+        "current-context": "stand-in",
+    }
