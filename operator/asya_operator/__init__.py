@@ -1,6 +1,9 @@
 """The asya operator: AsyncActor and ResourceFlavor custom resources on Kubernetes.
 
-So far it holds the typed model of the custom resources (`resources`) and the CRDs generated
-from it (`crds`); the controller that turns an AsyncActor into a Deployment, a KEDA
-ScaledObject and queues comes next.
+It holds the typed model of the custom resources (`resources`), the CRDs generated from it
+(`crds`), the operator's own settings (`config`), and the pure `plan_*` functions that turn an
+AsyncActor into the objects to apply: its Deployment (`deployment`, with the namespace's end
+actors), its KEDA ScaledObject and TriggerAuthentication (`scaling`), its status (`status`),
+and a whole set of CRs at once (`plan`, behind `asya-operator plan` in `cli`). The controller
+that applies them (kopf) comes next.
 """

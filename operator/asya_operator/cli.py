@@ -1,0 +1,94 @@
+"""`asya-operator`: the operator's command line.
+
+`asya-operator plan FILE.yaml...` reads AsyncActors and ResourceFlavors from the files
+(multi-document YAML), and prints as YAML every object the operator would create for them:
+a platform engineer's dry run, with no cluster. Exits 2 with one line naming the file and what
+is wrong when a CR is bad. (`run`, the controller, comes with the next step.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import yaml
+
+from asya_operator.config import DEFAULT_SIDECAR_IMAGE, OperatorConfig
+from asya_operator.metadata import PLACEHOLDER_NAMESPACE
+from asya_operator.plan import CrError, Document, PlannedObject, plan_objects, read_crs
+
+_PLAN_HELP = (
+    "Print, as YAML, every object the operator would create for the AsyncActors and"
+    " ResourceFlavors in the files: each actor's Deployment, TriggerAuthentication and"
+    " ScaledObject, and each namespace's end actors. Offline: no cluster is read. Owner"
+    " references are left out (an AsyncActor has no uid until it is applied)."
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="asya-operator", description="The asya operator: AsyncActors on Kubernetes."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    plan = commands.add_parser(
+        "plan", help="print the objects the operator would create", description=_PLAN_HELP
+    )
+    plan.add_argument("files", nargs="+", type=Path, metavar="FILE.yaml")
+    plan.add_argument(
+        "--sidecar-image",
+        default=DEFAULT_SIDECAR_IMAGE,
+        help="image of every actor's sidecar container (default: %(default)s)",
+    )
+    plan.add_argument(
+        "--namespace",
+        default=PLACEHOLDER_NAMESPACE,
+        help="namespace of the AsyncActors that name none (default: %(default)s)",
+    )
+    return parser
+
+
+def _documents(path: Path) -> Iterator[Document]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CrError(f"{path}: cannot read it: {exc.strerror}") from exc
+    try:
+        bodies = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        raise CrError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from exc
+    for index, body in enumerate(bodies, start=1):
+        yield Document(f"{path}: document {index}", body)
+
+
+def render(planned: Sequence[PlannedObject]) -> str:
+    """The planned objects as multi-document YAML, each after a comment saying what it is for."""
+    parts = []
+    for item in planned:
+        meta = item.body["metadata"]
+        head = f"# {item.body['kind']} {meta['namespace']}/{meta['name']}, for {item.origin}"
+        parts.append(f"---\n{head}\n{yaml.safe_dump(item.body, sort_keys=False)}")
+    return "".join(parts)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    config = OperatorConfig(sidecar_image=args.sidecar_image)
+    try:
+        documents = [doc for path in args.files for doc in _documents(path)]
+        planned = plan_objects(read_crs(documents, args.namespace), config)
+    except CrError as exc:
+        print(f"asya-operator plan: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(render(planned))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `asya-operator`; returns the exit status."""
+    args = _parser().parse_args(argv)
+    return _plan(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

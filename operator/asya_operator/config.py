@@ -1,0 +1,47 @@
+"""The operator's own settings: what every actor's pod gets that no AsyncActor decides.
+
+One frozen Struct with a default and a docstring per field. `asya-operator plan` takes
+`--sidecar-image`; the rest keep their defaults until the controller step reads them from its
+environment. The `plan_*` functions take this object as an argument and read nothing else.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from asya.settings import RuntimeSettings, SidecarSettings
+
+DEFAULT_SIDECAR_IMAGE: Final = "ghcr.io/asya-sh/asya-sidecar:0.1.0"
+"""The sidecar image when none is configured: asya's own release, the same version as asya."""
+
+_RUNTIME: Final = RuntimeSettings()
+_SIDECAR: Final = SidecarSettings()
+
+
+class OperatorConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """What the operator puts in every actor's pod besides what the AsyncActor says."""
+
+    sidecar_image: str = DEFAULT_SIDECAR_IMAGE
+    """Image of the sidecar container (`asya-sidecar` on its PATH); one for every actor."""
+    grace_s: int = int(_RUNTIME.grace_s)
+    """Seconds runtime and sidecar get to finish in-flight calls after SIGTERM (ASYA_GRACE_S,
+    given to both so they drain together); asya's default."""
+    termination_margin_s: int = 15
+    """Seconds added to `grace_s` for terminationGracePeriodSeconds: time to requeue what is
+    left and close the broker connection before the kubelet kills the pod."""
+    health_port: int = _SIDECAR.health_port
+    """The sidecar's port for /healthz and /readyz (ASYA_HEALTH_PORT)."""
+    socket_path: str = _RUNTIME.socket_path
+    """The runtime's Unix socket (ASYA_SOCKET_PATH); its directory is the shared emptyDir."""
+    run_as_user: int = 65532
+    """UID (and GID, fsGroup) of both containers: non-root, and the same for both so the
+    sidecar may open the socket the runtime creates with mode 0660."""
+    startup_timeout_s: int = 900
+    """How long the runtime may take to load its handler (a model) before it counts as failed:
+    the startupProbe's period times its failure threshold."""
+    sidecar_cpu: str = "50m"
+    """CPU request of the sidecar container."""
+    sidecar_memory: str = "128Mi"
+    """Memory request and limit of the sidecar container."""

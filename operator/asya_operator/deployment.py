@@ -1,0 +1,327 @@
+"""Deployments: an AsyncActor's (runtime + sidecar) and its namespace's end actors (sidecar only).
+
+Pure: an AsyncActor, the ResourceFlavor it names (already looked up) and the operator's config
+in, a Deployment as a plain dict out, ready to apply. What the pod gets and why:
+- the **runtime** (the user's image, `python -m asya.runtime`): ASYA_HANDLER, the socket, the
+  grace period, the user's env; never a broker credential. Its liveness and startup checks
+  ping the runtime over its socket (`python -m asya.runtime.probe`): the socket appears only
+  once the handler is loaded, so the startupProbe gives a model `startup_timeout_s` to load.
+- the **sidecar** (the operator's image): the actor, the namespace, the socket, the health
+  port and the broker URL from the Secret's `amqp-url` key; probed on /healthz and /readyz.
+- both: the restricted Pod Security profile, the same non-root UID (the socket is 0660), a
+  read-only root filesystem (the runtime gets a writable /tmp), and a termination grace longer
+  than the drain.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Final
+
+import msgspec
+
+from asya.routing import END_ACTORS
+from asya.settings import env_var
+from asya_operator.config import OperatorConfig
+from asya_operator.metadata import (
+    ACTOR_COMPONENT,
+    END_ACTOR_COMPONENT,
+    actor_name,
+    object_meta,
+    selector_labels,
+)
+from asya_operator.resources import (
+    BROKER_AMQP_URL_KEY,
+    AsyncActor,
+    ResourceFlavor,
+    Taint,
+)
+from asya_operator.scaling import desired_replicas
+
+RUNTIME_CONTAINER: Final = "runtime"
+SIDECAR_CONTAINER: Final = "sidecar"
+SOCKET_VOLUME: Final = "asya-socket"
+TMP_VOLUME: Final = "tmp"
+HEALTH_PORT_NAME: Final = "health"
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+
+RUNTIME_COMMAND: Final = ("python", "-m", "asya.runtime")
+PROBE_COMMAND: Final = ("python", "-m", "asya.runtime.probe")
+SIDECAR_COMMAND: Final = ("asya-sidecar",)
+
+_STARTUP_PERIOD_S: Final = 10
+
+
+def container_security_context() -> dict[str, Any]:
+    """The restricted Pod Security profile, for each container."""
+    return {
+        "runAsNonRoot": True,
+        "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def pod_security_context(config: OperatorConfig) -> dict[str, Any]:
+    """One non-root UID and GID for the pod, so the sidecar may open the runtime's socket."""
+    uid = config.run_as_user
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": uid,
+        "fsGroup": uid,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def termination_grace_s(config: OperatorConfig) -> int:
+    """terminationGracePeriodSeconds: the drain plus a margin, so SIGKILL never cuts a drain."""
+    return config.grace_s + config.termination_margin_s
+
+
+def _env(name: str, value: str) -> dict[str, Any]:
+    return {"name": name, "value": value}
+
+
+def _socket_dir(config: OperatorConfig) -> str:
+    return config.socket_path.rsplit("/", 1)[0] or "/"
+
+
+def _sidecar_container(
+    actor: str, namespace: str, secret_name: str, config: OperatorConfig, *, with_socket: bool
+) -> dict[str, Any]:
+    env = [
+        _env(env_var("actor"), actor),
+        _env(env_var("namespace"), namespace),
+        _env(env_var("health_port"), str(config.health_port)),
+        _env(env_var("grace_s"), str(config.grace_s)),
+        {
+            "name": env_var("broker_url"),
+            "valueFrom": {"secretKeyRef": {"name": secret_name, "key": BROKER_AMQP_URL_KEY}},
+        },
+    ]
+    container: dict[str, Any] = {
+        "name": SIDECAR_CONTAINER,
+        "image": config.sidecar_image,
+        "command": list(SIDECAR_COMMAND),
+        "env": env,
+        "ports": [{"name": HEALTH_PORT_NAME, "containerPort": config.health_port}],
+        "livenessProbe": {
+            "httpGet": {"path": "/healthz", "port": HEALTH_PORT_NAME},
+            "periodSeconds": 10,
+            "timeoutSeconds": 2,
+            "failureThreshold": 3,
+        },
+        "readinessProbe": {
+            "httpGet": {"path": "/readyz", "port": HEALTH_PORT_NAME},
+            "periodSeconds": 5,
+            "timeoutSeconds": 2,
+            "failureThreshold": 2,
+        },
+        "resources": {
+            "requests": {"cpu": config.sidecar_cpu, "memory": config.sidecar_memory},
+            "limits": {"memory": config.sidecar_memory},
+        },
+        "securityContext": container_security_context(),
+    }
+    if with_socket:
+        env.insert(2, _env(env_var("socket_path"), config.socket_path))
+        container["volumeMounts"] = [{"name": SOCKET_VOLUME, "mountPath": _socket_dir(config)}]
+    return container
+
+
+def _runtime_resources(actor: AsyncActor) -> dict[str, Any]:
+    wanted = actor.spec.resources
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
+    if wanted.cpu is not None:
+        requests["cpu"] = str(wanted.cpu)
+    if wanted.memory is not None:
+        # Memory cannot be throttled, only reclaimed by killing: the limit is the request.
+        requests["memory"] = limits["memory"] = str(wanted.memory)
+    if wanted.gpus:
+        # An extended resource's request defaults to its limit, and may not differ from it.
+        limits[GPU_RESOURCE] = str(wanted.gpus)
+    resources: dict[str, Any] = {}
+    if requests:
+        resources["requests"] = requests
+    if limits:
+        resources["limits"] = limits
+    return resources
+
+
+def _runtime_probe() -> dict[str, Any]:
+    # A ping over the socket: answered by the server's loop even while every worker is busy,
+    # and only once the handler is loaded (the socket does not exist before).
+    return {"exec": {"command": list(PROBE_COMMAND)}, "timeoutSeconds": 5}
+
+
+def _runtime_container(actor: AsyncActor, config: OperatorConfig) -> dict[str, Any]:
+    spec = actor.spec
+    ours = [
+        _env(env_var("handler"), spec.handler),
+        _env(env_var("socket_path"), config.socket_path),
+        _env(env_var("grace_s"), str(config.grace_s)),
+    ]
+    reserved = {var["name"] for var in ours}
+    # The user's variables first; a name the operator sets is the operator's.
+    users = [
+        {k: v for k, v in msgspec.to_builtins(var).items() if v is not None}
+        for var in spec.env or ()
+        if var.name not in reserved
+    ]
+    container: dict[str, Any] = {
+        "name": RUNTIME_CONTAINER,
+        "image": spec.image,
+        "command": list(RUNTIME_COMMAND),
+        "env": users + ours,
+        "resources": _runtime_resources(actor),
+        "volumeMounts": [
+            {"name": SOCKET_VOLUME, "mountPath": _socket_dir(config)},
+            {"name": TMP_VOLUME, "mountPath": "/tmp"},
+        ],
+        "startupProbe": {
+            **_runtime_probe(),
+            "periodSeconds": _STARTUP_PERIOD_S,
+            "failureThreshold": math.ceil(config.startup_timeout_s / _STARTUP_PERIOD_S),
+        },
+        "livenessProbe": {**_runtime_probe(), "periodSeconds": 15, "failureThreshold": 3},
+        "securityContext": container_security_context(),
+    }
+    if spec.env_from:
+        container["envFrom"] = list(spec.env_from)
+    return container
+
+
+def _toleration_of(taint: Taint) -> dict[str, Any]:
+    if taint.value is None:
+        return {"key": taint.key, "operator": "Exists", "effect": taint.effect}
+    return {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
+
+
+def placement(flavor: ResourceFlavor | None) -> dict[str, Any]:
+    """`nodeSelector` and `tolerations` of a pod placed on `flavor` (nothing without one).
+
+    The flavor's node labels become the node selector; each of its taints a toleration that
+    matches it, then its extra tolerations.
+    """
+    if flavor is None:
+        return {}
+    spec = flavor.spec
+    tolerations = [_toleration_of(t) for t in spec.node_taints or ()]
+    tolerations += [
+        {k: v for k, v in msgspec.to_builtins(t).items() if v is not None}
+        for t in spec.tolerations or ()
+    ]
+    found: dict[str, Any] = {}
+    if spec.node_labels:
+        found["nodeSelector"] = dict(spec.node_labels)
+    if tolerations:
+        found["tolerations"] = tolerations
+    return found
+
+
+def _deployment(
+    meta: dict[str, Any],
+    selector: dict[str, str],
+    replicas: int,
+    pod_spec: dict[str, Any],
+    config: OperatorConfig,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta,
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {"labels": dict(meta["labels"])},
+                "spec": {
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
+                    "securityContext": pod_security_context(config),
+                    "terminationGracePeriodSeconds": termination_grace_s(config),
+                    **pod_spec,
+                },
+            },
+        },
+    }
+
+
+def plan_deployment(
+    actor: AsyncActor,
+    namespace: str,
+    flavor: ResourceFlavor | None,
+    config: OperatorConfig,
+) -> dict[str, Any]:
+    """The Deployment of `actor` in `namespace`: runtime and sidecar, placed on `flavor`.
+
+    `flavor` is the ResourceFlavor `spec.flavor` names (None when it names none); replicas are
+    `desired_replicas(actor)`.
+
+    Raises:
+        ValueError: `flavor` is not the one the actor names (look it up first; a missing
+            flavor is a `Degraded` status, not a Deployment).
+    """
+    wanted = actor.spec.flavor
+    given = None if flavor is None else flavor.metadata.get("name")
+    if wanted != given:
+        raise ValueError(f"actor {actor_name(actor)} names flavor {wanted!r}, given {given!r}")
+    name = actor_name(actor)
+    meta = object_meta(name, namespace, ACTOR_COMPONENT, [actor], controller=True)
+    pod_spec = {
+        "containers": [
+            _runtime_container(actor, config),
+            _sidecar_container(
+                name, namespace, actor.spec.broker.secret_name, config, with_socket=True
+            ),
+        ],
+        "volumes": [
+            {"name": SOCKET_VOLUME, "emptyDir": {}},
+            {"name": TMP_VOLUME, "emptyDir": {}},
+        ],
+        **placement(flavor),
+    }
+    selector = selector_labels(name, ACTOR_COMPONENT)
+    return _deployment(meta, selector, desired_replicas(actor), pod_spec, config)
+
+
+def plan_end_actors(
+    namespace: str, actors: Sequence[AsyncActor], config: OperatorConfig
+) -> list[dict[str, Any]]:
+    """The Deployments of `namespace`'s `happy-end` and `error-end`: one sidecar each.
+
+    `actors` are the namespace's AsyncActors. The end actors exist while there is at least one
+    (none: an empty list) and each AsyncActor is one of their owners (not the controller):
+    Kubernetes' garbage collector deletes an object only when its last owner is gone, so the
+    end actors are created with a namespace's first actor and removed with its last, with no
+    counting and no finalizer. They use the broker Secret the actors name.
+
+    Raises:
+        ValueError: the actors name different broker Secrets (one broker per namespace: an
+            actor's final envelopes go to the end actors on its own broker).
+    """
+    if not actors:
+        return []
+    owners = sorted(actors, key=actor_name)
+    secrets = sorted({a.spec.broker.secret_name for a in owners})
+    if len(secrets) > 1:
+        raise ValueError(
+            f"the actors of namespace {namespace} name different broker Secrets"
+            f" ({', '.join(secrets)}): the end actors need one broker per namespace"
+        )
+    (secret_name,) = secrets
+    deployments = []
+    for end in sorted(END_ACTORS, reverse=True):
+        meta = object_meta(end, namespace, END_ACTOR_COMPONENT, owners, controller=False)
+        pod_spec = {
+            "containers": [
+                _sidecar_container(end, namespace, secret_name, config, with_socket=False)
+            ]
+        }
+        selector = selector_labels(end, END_ACTOR_COMPONENT)
+        deployments.append(_deployment(meta, selector, 1, pod_spec, config))
+    return deployments

@@ -1,0 +1,159 @@
+"""Everything the operator would create for a set of CRs: `asya-operator plan`'s core.
+
+Pure: documents (already parsed from YAML, each with where it came from) in, typed CRs and then
+the planned objects out. No cluster is asked anything, so what a cluster would hold is taken
+from the documents: a flavor must be among them (ResourceFlavors are cluster-wide), and the
+broker Secrets are assumed to exist. A bad document is a `CrError` naming the file, the
+document and what to fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from asya.envelope import ACTOR_NAME_MAX_LENGTH, ACTOR_NAME_PATTERN
+from asya.errors import AsyaError
+from asya.routing import END_ACTORS
+from asya_operator.config import OperatorConfig
+from asya_operator.deployment import plan_deployment, plan_end_actors
+from asya_operator.metadata import actor_name, actor_namespace
+from asya_operator.resources import GROUP, VERSION, AsyncActor, ResourceFlavor
+from asya_operator.scaling import plan_scaled_object, plan_trigger_authentication
+
+_API_VERSION = f"{GROUP}/{VERSION}"
+_MODELS: dict[str, type[AsyncActor] | type[ResourceFlavor]] = {
+    "AsyncActor": AsyncActor,
+    "ResourceFlavor": ResourceFlavor,
+}
+
+
+class CrError(AsyaError):
+    """A custom resource that cannot be planned: the message says where and what to fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Document:
+    """One YAML document and where it came from (`source` is `FILE: document N`)."""
+
+    source: str
+    body: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedObject:
+    """An object the operator would create, and what it is created for."""
+
+    origin: str
+    body: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Crs:
+    """The custom resources read: actors (in their namespaces) and flavors by name."""
+
+    actors: list[tuple[str, AsyncActor]]
+    flavors: dict[str, ResourceFlavor]
+
+
+def _decode(doc: Document) -> AsyncActor | ResourceFlavor | None:
+    body = doc.body
+    if body is None:
+        return None
+    if not isinstance(body, dict):
+        raise CrError(f"{doc.source}: not a mapping: a CR has apiVersion, kind, metadata, spec")
+    api_version, kind = body.get("apiVersion"), body.get("kind")
+    if not str(api_version).startswith(f"{GROUP}/"):
+        return None  # not ours (a Secret, a ConfigMap...): the operator makes nothing for it
+    if api_version != _API_VERSION or kind not in _MODELS:
+        raise CrError(
+            f"{doc.source}: {api_version} {kind} is not an asya CR: use apiVersion"
+            f" {_API_VERSION} and kind {' or '.join(_MODELS)}"
+        )
+    name = (body.get("metadata") or {}).get("name")
+    if not isinstance(name, str) or not name:
+        raise CrError(f"{doc.source}: {kind} without metadata.name: give it a name")
+    try:
+        return msgspec.convert(body, _MODELS[kind])
+    except msgspec.ValidationError as exc:
+        raise CrError(f"{doc.source} ({kind}/{name}): {exc}") from exc
+
+
+def _check_actor_name(source: str, name: str) -> None:
+    if len(name) > ACTOR_NAME_MAX_LENGTH or not re.fullmatch(ACTOR_NAME_PATTERN, name):
+        raise CrError(
+            f"{source}: AsyncActor/{name}: metadata.name is the actor's name: at most"
+            f" {ACTOR_NAME_MAX_LENGTH} lowercase letters, digits and '-', starting and ending"
+            " with a letter or digit"
+        )
+    if name in END_ACTORS:
+        raise CrError(
+            f"{source}: AsyncActor/{name}: {name} is an end actor, which the operator makes"
+            " for every namespace: give the actor another name"
+        )
+
+
+def read_crs(documents: Iterable[Document], default_namespace: str) -> Crs:
+    """The AsyncActors and ResourceFlavors among `documents`, checked for what plan needs.
+
+    Raises:
+        CrError: a document is not a valid CR, an actor is defined twice, or an actor names a
+            flavor no document defines.
+    """
+    actors: list[tuple[str, AsyncActor]] = []
+    sources: dict[tuple[str, str], str] = {}
+    flavors: dict[str, ResourceFlavor] = {}
+    for doc in documents:
+        cr = _decode(doc)
+        if isinstance(cr, ResourceFlavor):
+            flavors[cr.metadata["name"]] = cr
+        elif isinstance(cr, AsyncActor):
+            name, namespace = actor_name(cr), actor_namespace(cr, default_namespace)
+            _check_actor_name(doc.source, name)
+            if (namespace, name) in sources:
+                raise CrError(
+                    f"{doc.source}: AsyncActor {namespace}/{name} is already defined in"
+                    f" {sources[namespace, name]}: keep one"
+                )
+            sources[namespace, name] = doc.source
+            actors.append((namespace, cr))
+    for namespace, actor in actors:
+        wanted = actor.spec.flavor
+        if wanted is not None and wanted not in flavors:
+            raise CrError(
+                f"{sources[namespace, actor_name(actor)]}: AsyncActor/{actor_name(actor)} names"
+                f" flavor {wanted}, which no file defines: add its ResourceFlavor (the operator"
+                " would leave the actor Degraded, FlavorNotFound)"
+            )
+    return Crs(actors=actors, flavors=flavors)
+
+
+def plan_objects(crs: Crs, config: OperatorConfig) -> list[PlannedObject]:
+    """Every object the operator would create for `crs`, actor by actor, then end actors.
+
+    Raises:
+        CrError: the actors of one namespace name different broker Secrets.
+    """
+    planned = []
+    by_namespace: dict[str, list[AsyncActor]] = {}
+    for namespace, actor in crs.actors:
+        origin = f"AsyncActor {namespace}/{actor_name(actor)}"
+        flavor = None if actor.spec.flavor is None else crs.flavors[actor.spec.flavor]
+        for body in (
+            plan_deployment(actor, namespace, flavor, config),
+            plan_trigger_authentication(actor, namespace),
+            plan_scaled_object(actor, namespace),
+        ):
+            planned.append(PlannedObject(origin, body))
+        by_namespace.setdefault(namespace, []).append(actor)
+    for namespace, actors in sorted(by_namespace.items()):
+        try:
+            ends = plan_end_actors(namespace, actors, config)
+        except ValueError as exc:
+            raise CrError(str(exc)) from exc
+        planned += [PlannedObject(f"the end actors of namespace {namespace}", e) for e in ends]
+    return planned

@@ -1,0 +1,178 @@
+"""An AsyncActor's status: replicas, the selector the HPA needs, and conditions with reasons.
+
+Pure: the actor, the Deployment's observed status and the problems found (a missing Secret or
+flavor, named) in; the `status` to write out. The time a condition changed is an input
+(`now`), and a condition whose status did not change keeps the time it had.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Collection, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from asya_operator.metadata import actor_name, selector_string
+from asya_operator.resources import (
+    BROKER_AMQP_URL_KEY,
+    BROKER_MANAGEMENT_URL_KEY,
+    AsyncActor,
+    Condition,
+    ResourceFlavor,
+)
+from asya_operator.scaling import desired_replicas
+
+
+class Reason(enum.StrEnum):
+    """Why a condition is as it is (a condition's `reason`)."""
+
+    SECRET_NOT_FOUND = "SecretNotFound"
+    SECRET_KEY_MISSING = "SecretKeyMissing"
+    FLAVOR_NOT_FOUND = "FlavorNotFound"
+    AS_EXPECTED = "AsExpected"
+    REPLICAS_READY = "ReplicasReady"
+    REPLICAS_NOT_READY = "ReplicasNotReady"
+    SCALED_TO_ZERO = "ScaledToZero"
+    SCALING_UP = "ScalingUp"
+    SCALING_DOWN = "ScalingDown"
+    STABLE = "Stable"
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """Something the actor needs that is not there; it leaves the actor Degraded."""
+
+    reason: Reason
+    message: str
+
+
+def find_problems(
+    actor: AsyncActor,
+    namespace: str,
+    *,
+    secret_keys: Collection[str] | None,
+    flavor: ResourceFlavor | None,
+) -> list[Problem]:
+    """What `actor` needs and lacks: its broker Secret (or a key of it), its flavor.
+
+    `secret_keys` are the keys of the Secret `spec.broker.secretName` (None: no such Secret);
+    `flavor` is the ResourceFlavor `spec.flavor` names as found (None: not found, or none named).
+    """
+    problems = []
+    secret = actor.spec.broker.secret_name
+    if secret_keys is None:
+        problems.append(
+            Problem(
+                Reason.SECRET_NOT_FOUND,
+                f"Secret {namespace}/{secret} not found: create it with keys"
+                f" {BROKER_AMQP_URL_KEY} and {BROKER_MANAGEMENT_URL_KEY}",
+            )
+        )
+    else:
+        for key in (BROKER_AMQP_URL_KEY, BROKER_MANAGEMENT_URL_KEY):
+            if key not in secret_keys:
+                problems.append(
+                    Problem(
+                        Reason.SECRET_KEY_MISSING,
+                        f"Secret {namespace}/{secret} has no key {key}: add it",
+                    )
+                )
+    if actor.spec.flavor is not None and flavor is None:
+        problems.append(
+            Problem(
+                Reason.FLAVOR_NOT_FOUND,
+                f"ResourceFlavor {actor.spec.flavor} not found: create it or change spec.flavor",
+            )
+        )
+    return problems
+
+
+def _rfc3339(now: datetime) -> str:
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _condition(
+    kind: str,
+    reason: Reason,
+    message: str,
+    previous: Mapping[str, Condition],
+    now: str,
+    *,
+    is_true: bool,
+) -> dict[str, Any]:
+    status = "True" if is_true else "False"
+    before = previous.get(kind)
+    since = now
+    if before is not None and before.status == status and before.last_transition_time:
+        since = before.last_transition_time
+    return {
+        "type": kind,
+        "status": status,
+        "reason": str(reason),
+        "message": message,
+        "lastTransitionTime": since,
+    }
+
+
+def plan_status(
+    actor: AsyncActor,
+    deployment_status: Mapping[str, Any] | None,
+    problems: Sequence[Problem],
+    *,
+    now: datetime,
+) -> dict[str, Any]:
+    """The AsyncActor's `status`, from its Deployment's `status` (None: no Deployment yet).
+
+    Conditions: `Degraded` (True while something the actor needs is missing, the reason and
+    message naming it), `Ready` (True when every desired replica is ready, or none is desired),
+    `Scaling` (True while the Deployment's replicas move toward the desired number; False,
+    held, while Degraded).
+    """
+    observed = deployment_status or {}
+    replicas = int(observed.get("replicas", 0))
+    ready = int(observed.get("readyReplicas", 0))
+    desired = desired_replicas(actor)
+    at = _rfc3339(now)
+    known = actor.status.conditions if actor.status is not None else None
+    previous = {c.type: c for c in known or ()}
+
+    def condition(kind: str, reason: Reason, message: str, *, is_true: bool) -> dict[str, Any]:
+        return _condition(kind, reason, message, previous, at, is_true=is_true)
+
+    if problems:
+        first = problems[0]
+        messages = "; ".join(p.message for p in problems)
+        degraded = condition("Degraded", first.reason, messages, is_true=True)
+        ready_now = condition("Ready", first.reason, f"not ready: {first.message}", is_true=False)
+        scaling = condition("Scaling", first.reason, f"held: {first.message}", is_true=False)
+    else:
+        degraded = condition("Degraded", Reason.AS_EXPECTED, "nothing missing", is_true=False)
+        if desired == 0:
+            idle = "no replicas wanted: the queue is idle"
+            ready_now = condition("Ready", Reason.SCALED_TO_ZERO, idle, is_true=True)
+        else:
+            counts = f"{ready} of {desired} replicas ready"
+            is_ready = ready >= desired
+            reason = Reason.REPLICAS_READY if is_ready else Reason.REPLICAS_NOT_READY
+            ready_now = condition("Ready", reason, counts, is_true=is_ready)
+        if replicas > desired:
+            moving = f"{replicas} replicas, {desired} wanted"
+            scaling = condition("Scaling", Reason.SCALING_DOWN, moving, is_true=True)
+        elif ready < desired:
+            moving = f"{ready} ready, {desired} wanted"
+            scaling = condition("Scaling", Reason.SCALING_UP, moving, is_true=True)
+        else:
+            steady = f"{desired} replicas, as wanted"
+            scaling = condition("Scaling", Reason.STABLE, steady, is_true=False)
+
+    status: dict[str, Any] = {
+        "replicas": replicas,
+        "readyReplicas": ready,
+        "selector": selector_string(actor_name(actor)),
+        "conditions": [ready_now, scaling, degraded],
+    }
+    generation = actor.metadata.get("generation")
+    if generation is not None:
+        status["observedGeneration"] = generation
+    return status

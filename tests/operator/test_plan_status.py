@@ -1,0 +1,186 @@
+"""plan_status and find_problems: what an AsyncActor's status says, and why."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from asya_operator.status import Problem, Reason, find_problems, plan_status
+
+from tests.operator.plan_builders import async_actor, resource_flavor
+
+NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+NOW_TEXT = "2026-03-01T12:00:00Z"
+BOTH_KEYS = {"amqp-url", "management-url"}
+NO_SECRET = Problem(Reason.SECRET_NOT_FOUND, "Secret team-a/asya-broker not found: create it")
+
+
+def conditions(status):
+    return {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+
+
+@pytest.mark.parametrize(
+    ("scaling", "replicas", "observed", "problems", "expected"),
+    [
+        (
+            {"minReplicas": 0},
+            None,
+            None,
+            [],
+            {
+                "Ready": ("True", "ScaledToZero"),
+                "Scaling": ("False", "Stable"),
+                "Degraded": ("False", "AsExpected"),
+            },
+        ),
+        (
+            {"minReplicas": 0},
+            3,
+            {"replicas": 3, "readyReplicas": 1},
+            [],
+            {
+                "Ready": ("False", "ReplicasNotReady"),
+                "Scaling": ("True", "ScalingUp"),
+                "Degraded": ("False", "AsExpected"),
+            },
+        ),
+        (
+            {"minReplicas": 1},
+            2,
+            {"replicas": 2, "readyReplicas": 2},
+            [],
+            {
+                "Ready": ("True", "ReplicasReady"),
+                "Scaling": ("False", "Stable"),
+                "Degraded": ("False", "AsExpected"),
+            },
+        ),
+        (
+            {"minReplicas": 0},
+            1,
+            {"replicas": 4, "readyReplicas": 4},
+            [],
+            {
+                "Ready": ("True", "ReplicasReady"),
+                "Scaling": ("True", "ScalingDown"),
+                "Degraded": ("False", "AsExpected"),
+            },
+        ),
+        (
+            {"minReplicas": 1},
+            None,
+            None,
+            [NO_SECRET],
+            {
+                "Ready": ("False", "SecretNotFound"),
+                "Scaling": ("False", "SecretNotFound"),
+                "Degraded": ("True", "SecretNotFound"),
+            },
+        ),
+    ],
+    ids=["idle-at-zero", "scaling-up", "all-ready", "scaling-down", "secret-missing"],
+)
+def test_conditions_follow_the_deployment_and_the_problems(
+    scaling, replicas, observed, problems, expected
+):
+    actor = async_actor(scaling=scaling, replicas=replicas)
+
+    status = plan_status(actor, observed, problems, now=NOW)
+
+    assert conditions(status) == expected
+
+
+def test_a_degraded_actor_names_every_missing_object_in_its_condition():
+    problems = [
+        NO_SECRET,
+        Problem(Reason.FLAVOR_NOT_FOUND, "ResourceFlavor a100 not found"),
+    ]
+
+    status = plan_status(async_actor(), None, problems, now=NOW)
+
+    (degraded,) = [c for c in status["conditions"] if c["type"] == "Degraded"]
+    assert degraded["message"] == (
+        "Secret team-a/asya-broker not found: create it; ResourceFlavor a100 not found"
+    )
+
+
+def test_the_status_carries_replicas_the_hpa_selector_and_the_observed_generation():
+    actor = async_actor("score", generation=7)
+
+    status = plan_status(actor, {"replicas": 2, "readyReplicas": 1}, [], now=NOW)
+
+    assert status["replicas"] == 2
+    assert status["readyReplicas"] == 1
+    assert status["selector"] == "app.kubernetes.io/component=actor,asya.sh/actor=score"
+    assert status["observedGeneration"] == 7
+
+
+def test_a_condition_keeps_its_transition_time_until_its_status_changes():
+    before = "2026-02-01T08:00:00Z"
+    actor = async_actor(
+        status={
+            "conditions": [
+                {"type": "Degraded", "status": "False", "lastTransitionTime": before},
+                {"type": "Ready", "status": "False", "lastTransitionTime": before},
+            ]
+        }
+    )
+
+    status = plan_status(actor, None, [], now=NOW)
+
+    times = {c["type"]: c["lastTransitionTime"] for c in status["conditions"]}
+    assert times == {"Degraded": before, "Ready": NOW_TEXT, "Scaling": NOW_TEXT}
+
+
+def test_nothing_is_missing_when_the_secret_has_both_keys_and_the_flavor_exists():
+    actor = async_actor(flavor="general-cpu")
+
+    found = find_problems(actor, "team-a", secret_keys=BOTH_KEYS, flavor=resource_flavor())
+
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("secret_keys", "flavor_found", "expected"),
+    [
+        (
+            None,
+            True,
+            [
+                Problem(
+                    Reason.SECRET_NOT_FOUND,
+                    "Secret team-a/rabbit not found: create it with keys amqp-url and"
+                    " management-url",
+                )
+            ],
+        ),
+        (
+            {"amqp-url"},
+            True,
+            [
+                Problem(
+                    Reason.SECRET_KEY_MISSING,
+                    "Secret team-a/rabbit has no key management-url: add it",
+                )
+            ],
+        ),
+        (
+            BOTH_KEYS,
+            False,
+            [
+                Problem(
+                    Reason.FLAVOR_NOT_FOUND,
+                    "ResourceFlavor general-cpu not found: create it or change spec.flavor",
+                )
+            ],
+        ),
+    ],
+    ids=["no-secret", "no-management-url", "no-flavor"],
+)
+def test_each_missing_object_is_a_problem_naming_it(secret_keys, flavor_found, expected):
+    actor = async_actor(flavor="general-cpu", broker={"secretName": "rabbit"})
+    flavor = resource_flavor() if flavor_found else None
+
+    found = find_problems(actor, "team-a", secret_keys=secret_keys, flavor=flavor)
+
+    assert found == expected
