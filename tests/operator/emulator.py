@@ -2,8 +2,7 @@
 
 Test-only: this never ships and is no part of `asya_operator`. `kmock.KubernetesEmulator` is a
 real HTTP server with an in-memory object store, but plain kmock 0.8 stalls kopf (no handler
-ever runs). `Cluster` adds what kopf relies on, each point found necessary by removing it
-(/work/shared/reference/k8s-testing.md §1):
+ever runs). `Cluster` adds what kopf relies on, each point found necessary by removing it:
 
 1. `metadata.resourceVersion` from one global counter on every write; a JSON patch whose `test`
    op fails answers 422 (kopf's finalizer patches start with one and retry on 422), a merge

@@ -1,5 +1,5 @@
 """For the `plan_*` tests: small builders of typed CRs (only what a test changes is written),
-and KEDA's CRD schemas from ../shared/schemas/."""
+and KEDA's CRD schemas (copies in tests/operator/schemas/)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from asya_operator.resources import AsyncActor, ResourceFlavor
 
 from tests.operator.cr_validation import openapi_schema
 
-SCHEMAS = Path(__file__).resolve().parents[3] / "shared" / "schemas"
+SCHEMAS = Path(__file__).resolve().parent / "schemas"
 """Upstream CRDs kept as validation data (KEDA's among them), beside the repository."""
 
 KEDA_CRD_FILES = {

@@ -1,5 +1,5 @@
 """Every object the operator plans is valid: built-in kinds for Kubernetes (strict), KEDA's
-kinds for KEDA's CRD schemas (../shared/schemas/)."""
+kinds for KEDA's CRD schemas (tests/operator/schemas/)."""
 
 from __future__ import annotations
 
