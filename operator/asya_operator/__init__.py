@@ -5,5 +5,6 @@ It holds the typed model of the custom resources (`resources`), the CRDs generat
 AsyncActor into the objects to apply: its Deployment (`deployment`, with the namespace's end
 actors), its KEDA ScaledObject and TriggerAuthentication (`scaling`), its status (`status`),
 and a whole set of CRs at once (`plan`, behind `asya-operator plan` in `cli`). The controller
-that applies them (kopf) comes next.
+(`controller`: kopf handlers) applies them, reading and writing the cluster through `cluster`
+and the broker's queues through `queues`.
 """

@@ -1,17 +1,23 @@
 """The operator's own settings: what every actor's pod gets that no AsyncActor decides.
 
 One frozen Struct with a default and a docstring per field. `asya-operator plan` takes
-`--sidecar-image`; the rest keep their defaults until the controller step reads them from its
-environment. The `plan_*` functions take this object as an argument and read nothing else.
+`--sidecar-image`; the controller reads every field from its own environment at start
+(`load_operator_config`, `ASYA_OPERATOR_{FIELD}`). The `plan_*` functions take this object as
+an argument and read nothing else.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 import msgspec
 
+from asya.errors import SettingsError
 from asya.settings import RuntimeSettings, SidecarSettings
+
+ENV_PREFIX: Final = "ASYA_OPERATOR_"
+"""Prefix of the operator's own variables: `sidecar_image` is `ASYA_OPERATOR_SIDECAR_IMAGE`."""
 
 DEFAULT_SIDECAR_IMAGE: Final = "ghcr.io/asya-sh/asya-sidecar:0.1.0"
 """The sidecar image when none is configured: asya's own release, the same version as asya."""
@@ -45,3 +51,35 @@ class OperatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     """CPU request of the sidecar container."""
     sidecar_memory: str = "128Mi"
     """Memory request and limit of the sidecar container."""
+    recheck_s: float = 30.0
+    """Seconds between checks of an actor left Degraded (its Secret or flavor missing) or whose
+    queues could not be declared: it recovers this long at most after the cause is fixed."""
+
+
+def operator_env_var(field_name: str) -> str:
+    """The variable a field is read from: `recheck_s` -> `ASYA_OPERATOR_RECHECK_S`."""
+    return ENV_PREFIX + field_name.upper()
+
+
+def load_operator_config(environ: Mapping[str, str]) -> OperatorConfig:
+    """The operator's config from `environ` (pass `os.environ` at start); unset fields default.
+
+    Raises:
+        SettingsError: a variable's value does not parse as its field's type.
+    """
+    raw = {
+        name: environ[operator_env_var(name)]
+        for name in OperatorConfig.__struct_fields__
+        if operator_env_var(name) in environ
+    }
+    for name, value in raw.items():
+        # One field at a time, so a failure names its variable.
+        try:
+            msgspec.convert({name: value}, OperatorConfig, strict=False)
+        except msgspec.ValidationError as exc:
+            variable = operator_env_var(name)
+            detail = str(exc).partition(" - at ")[0]
+            raise SettingsError(
+                f"{variable}={value!r} is invalid: {detail}", variable=variable, value=value
+            ) from exc
+    return msgspec.convert(raw, OperatorConfig, strict=False)

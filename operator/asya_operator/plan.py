@@ -157,3 +157,32 @@ def plan_objects(crs: Crs, config: OperatorConfig) -> list[PlannedObject]:
             raise CrError(str(exc)) from exc
         planned += [PlannedObject(f"the end actors of namespace {namespace}", e) for e in ends]
     return planned
+
+
+def plan_actor(
+    actor: AsyncActor, namespace: str, flavor: ResourceFlavor | None, config: OperatorConfig
+) -> list[dict[str, Any]]:
+    """What the controller applies for one AsyncActor: its Deployment, TriggerAuthentication
+    (before the ScaledObject that refers to it) and ScaledObject.
+
+    Raises:
+        ValueError: `flavor` is not the one the actor names.
+    """
+    return [
+        plan_deployment(actor, namespace, flavor, config),
+        plan_trigger_authentication(actor, namespace),
+        plan_scaled_object(actor, namespace),
+    ]
+
+
+def end_actor_owners(
+    listed: Iterable[AsyncActor], *, current: AsyncActor | None = None, leaving: str | None = None
+) -> list[AsyncActor]:
+    """The AsyncActors that own a namespace's end actors: those `listed`, with `current` in its
+    newest version (a list may predate it), without the actor named `leaving` (being deleted)."""
+    owners = {actor_name(a): a for a in listed}
+    if current is not None:
+        owners[actor_name(current)] = current
+    if leaving is not None:
+        owners.pop(leaving, None)
+    return [owners[name] for name in sorted(owners)]

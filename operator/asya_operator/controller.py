@@ -1,0 +1,226 @@
+"""The controller: kopf handlers that keep each AsyncActor's objects, queues and status in sync.
+
+Thin on purpose: each handler reads the world (`cluster`), asks the pure functions what to do
+(`plan`, `deployment`, `status`), and carries it out (`cluster` for the API, `queues` for the
+broker). It makes no decision of its own beyond when to try again. `registry` holds the
+handlers; `asya-operator run` runs kopf on it, and the tests run it against a stand-in cluster.
+
+- **create, resume, update** of an AsyncActor: its Secret and flavor are looked up; if one is
+  missing the actor is `Degraded` (naming it), nothing is applied, and the handler is tried
+  again every `recheck_s` until it is there. Otherwise its Deployment, TriggerAuthentication
+  and ScaledObject and the namespace's end actors are applied, its queues and the end actors'
+  declared, and its status written (with `observedGeneration`: all of that is done).
+- **a change of an actor's Deployment** (its replicas becoming ready): the status again.
+- **delete**, behind kopf's finalizer: the end actors lose this owner, then the actor's queues
+  are deleted unless `keepQueues`. Deletion is never blocked for ever: with no Secret (or no
+  `amqp-url` in it) the queues are left on the broker and a warning says so; with the broker
+  unreachable it is tried `DELETE_ATTEMPTS` times, then the queues are left the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import kopf
+import msgspec
+
+from asya.errors import TransportError
+from asya_operator import cluster
+from asya_operator.cluster import ACTORS_PLURAL, World
+from asya_operator.config import OperatorConfig, load_operator_config
+from asya_operator.deployment import plan_end_actors
+from asya_operator.metadata import ACTOR_COMPONENT, MANAGED_BY, actor_name
+from asya_operator.plan import end_actor_owners, plan_actor
+from asya_operator.queues import declare_actor_queues, delete_actor_queues
+from asya_operator.resources import BROKER_AMQP_URL_KEY, GROUP, VERSION, AsyncActor
+from asya_operator.status import Problem, find_problems, plan_status
+
+DELETE_ATTEMPTS: Final = 5
+"""Tries at deleting a deleted actor's queues while the broker is unreachable, `recheck_s`
+apart; then the AsyncActor is let go and its queues are left (logged)."""
+
+registry = kopf.OperatorRegistry()
+"""The operator's handlers; `kopf.operator(registry=registry)` runs them."""
+
+_ACTORS: Final = (GROUP, VERSION, ACTORS_PLURAL)
+_OUR_ACTOR_DEPLOYMENTS: Final = {
+    "app.kubernetes.io/managed-by": MANAGED_BY,
+    "app.kubernetes.io/component": ACTOR_COMPONENT,
+}
+
+
+@kopf.on.startup(registry=registry)
+async def configure(*, memo: Any, **_: Any) -> None:
+    """Read the operator's config from its environment and point the client at the cluster.
+
+    Raises:
+        SettingsError: an `ASYA_OPERATOR_*` variable is invalid (the operator does not start).
+    """
+    memo["config"] = load_operator_config(os.environ)
+    await asyncio.to_thread(cluster.load_client_config)
+
+
+def _namespaced(namespace: str | None) -> str:
+    if namespace is None:  # AsyncActors and Deployments are namespaced: never so
+        raise kopf.PermanentError("an AsyncActor without a namespace")
+    return namespace
+
+
+def _decode(body: kopf.Body) -> AsyncActor:
+    return msgspec.convert(dict(body), AsyncActor)
+
+
+def _secret_keys(world: World) -> set[str] | None:
+    return None if world.secret is None else set(world.secret)
+
+
+def _read_world(actor: AsyncActor, namespace: str) -> World:
+    with cluster.api_client() as api:
+        return cluster.read_world(api, actor, namespace)
+
+
+def _apply(bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    with cluster.api_client() as api:
+        return cluster.apply_objects(api, bodies)
+
+
+def _write_status(namespace: str, name: str, status: dict[str, Any]) -> None:
+    with cluster.api_client() as api:
+        cluster.write_status(api, namespace, name, status)
+
+
+def _read_actor(namespace: str, name: str) -> AsyncActor | None:
+    with cluster.api_client() as api:
+        return cluster.read_actor(api, namespace, name)
+
+
+def _end_actors(
+    namespace: str, owners: list[AsyncActor], config: OperatorConfig, logger: kopf.Logger
+) -> list[dict[str, Any]]:
+    try:
+        return plan_end_actors(namespace, owners, config)
+    except ValueError as exc:
+        # The actors' own objects are still applied; only the shared end actors wait.
+        logger.error(f"end actors not applied: {exc}")
+        return []
+
+
+async def _report(
+    actor: AsyncActor,
+    namespace: str,
+    deployment_status: dict[str, Any] | None,
+    problems: Sequence[Problem],
+) -> None:
+    status = plan_status(actor, deployment_status, problems, now=datetime.now(UTC))
+    await asyncio.to_thread(_write_status, namespace, actor_name(actor), status)
+
+
+@kopf.on.resume(*_ACTORS, registry=registry)
+@kopf.on.create(*_ACTORS, registry=registry)
+@kopf.on.update(*_ACTORS, registry=registry)
+async def reconcile(
+    *, body: kopf.Body, namespace: str | None, memo: Any, logger: kopf.Logger, **_: Any
+) -> None:
+    """Apply an AsyncActor's objects and declare its queues, or report what it lacks.
+
+    Raises:
+        kopf.TemporaryError: its Secret or flavor is missing, or the broker is unreachable:
+            kopf calls this again after `recheck_s`.
+    """
+    config: OperatorConfig = memo["config"]
+    namespace = _namespaced(namespace)
+    actor = _decode(body)
+    world = await asyncio.to_thread(_read_world, actor, namespace)
+    problems = find_problems(actor, namespace, secret_keys=_secret_keys(world), flavor=world.flavor)
+    if problems:
+        await _report(actor, namespace, world.deployment_status, problems)
+        messages = "; ".join(p.message for p in problems)
+        raise kopf.TemporaryError(
+            f"Degraded, nothing applied: {messages}; checking again in {config.recheck_s} s",
+            delay=config.recheck_s,
+        )
+    owners = end_actor_owners(world.actors, current=actor)
+    bodies = plan_actor(actor, namespace, world.flavor, config)
+    bodies += _end_actors(namespace, owners, config, logger)
+    deployment, *_others = await asyncio.to_thread(_apply, bodies)
+    assert world.secret is not None  # find_problems checked it and its keys
+    try:
+        await declare_actor_queues(world.secret[BROKER_AMQP_URL_KEY], namespace, actor_name(actor))
+    except TransportError as exc:
+        raise kopf.TemporaryError(
+            f"queues not declared: {exc}; trying again in {config.recheck_s} s",
+            delay=config.recheck_s,
+        ) from exc
+    # Written last: an observedGeneration means the objects are applied and the queues exist.
+    await _report(actor, namespace, deployment.get("status"), [])
+
+
+@kopf.on.event("apps", "v1", "deployments", labels=_OUR_ACTOR_DEPLOYMENTS, registry=registry)
+async def follow_deployment(
+    *, event: kopf.RawEvent, namespace: str | None, name: str, status: kopf.Status, **_: Any
+) -> None:
+    """Report an actor's replicas as its Deployment's status changes (pods becoming ready)."""
+    namespace = _namespaced(namespace)
+    if event["type"] == "DELETED":
+        return
+    actor = await asyncio.to_thread(_read_actor, namespace, name)
+    if actor is None or actor.metadata.get("deletionTimestamp"):
+        return
+    world = await asyncio.to_thread(_read_world, actor, namespace)
+    problems = find_problems(actor, namespace, secret_keys=_secret_keys(world), flavor=world.flavor)
+    report = plan_status(actor, dict(status), problems, now=datetime.now(UTC))
+    # The generation observed is the one `reconcile` applied, not one it has yet to see.
+    report.pop("observedGeneration", None)
+    if actor.status is not None and actor.status.observed_generation is not None:
+        report["observedGeneration"] = actor.status.observed_generation
+    await asyncio.to_thread(_write_status, namespace, name, report)
+
+
+@kopf.on.delete(*_ACTORS, registry=registry)
+async def release(
+    *,
+    body: kopf.Body,
+    namespace: str | None,
+    name: str,
+    retry: int,
+    memo: Any,
+    logger: kopf.Logger,
+    **_: Any,
+) -> None:
+    """Drop the actor from the end actors' owners and delete its queues (unless `keepQueues`).
+
+    Raises:
+        kopf.TemporaryError: the broker is unreachable (at most `DELETE_ATTEMPTS` times).
+    """
+    config: OperatorConfig = memo["config"]
+    namespace = _namespaced(namespace)
+    actor = _decode(body)
+    world = await asyncio.to_thread(_read_world, actor, namespace)
+    owners = end_actor_owners(world.actors, leaving=name)
+    if owners:
+        # With no owner left, Kubernetes' garbage collector deletes the end actors itself.
+        await asyncio.to_thread(_apply, _end_actors(namespace, owners, config, logger))
+    if actor.spec.keep_queues:
+        logger.info("queues kept (keepQueues)")
+        return
+    url = (world.secret or {}).get(BROKER_AMQP_URL_KEY)
+    if url is None:
+        logger.warning(
+            f"queues left on the broker: Secret {namespace}/{actor.spec.broker.secret_name}"
+            f" or its key {BROKER_AMQP_URL_KEY} is gone, so the broker is unknown"
+        )
+        return
+    try:
+        await delete_actor_queues(url, namespace, name)
+    except TransportError as exc:
+        if retry + 1 >= DELETE_ATTEMPTS:
+            logger.error(f"queues left on the broker after {DELETE_ATTEMPTS} tries: {exc}")
+            return
+        raise kopf.TemporaryError(
+            f"queues not deleted: {exc}; trying again in {config.recheck_s} s",
+            delay=config.recheck_s,
+        ) from exc

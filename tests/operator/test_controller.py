@@ -1,0 +1,379 @@
+"""The controller (`asya_operator.controller`) run by kopf against the stand-in cluster.
+
+Each test creates CRs and Secrets with the official client, and waits (bounded) for what the
+operator makes. The broker is real: queues are declared and deleted in the test's own
+namespace, which is also the Kubernetes namespace. The stand-in has no garbage collector and
+no Deployment controller, so nothing here expects either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import yaml
+from asya_operator.config import OperatorConfig, load_operator_config
+from asya_operator.controller import registry
+from asya_operator.resources import GROUP, VERSION
+from kubernetes.client import CoreV1Api, CustomObjectsApi
+
+from asya.errors import SettingsError, UnknownActorError
+from asya.routing import ERROR_END, HAPPY_END
+from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
+from tests.operator.emulator import Cluster, register_crd
+from tests.operator.plan_builders import KEDA_CRD_FILES, SCHEMAS
+
+ACTORS = f"{GROUP}/{VERSION}/asyncactors"
+DEPLOYMENTS = "apps/v1/deployments"
+SCALED_OBJECTS = "keda.sh/v1alpha1/scaledobjects"
+TRIGGER_AUTHS = "keda.sh/v1alpha1/triggerauthentications"
+WAIT_S = 10.0
+SIDECAR_IMAGE = "registry.example/asya-sidecar:test"
+
+
+def async_actor(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "AsyncActor",
+        "metadata": {"name": name},
+        "spec": {"image": "ghcr.io/acme/text:1", "handler": "text:normalize", **spec},
+    }
+
+
+class World:
+    """The test's namespace through the official client, off the event loop."""
+
+    def __init__(self, cluster: Cluster, kube, namespace: str) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self._custom = CustomObjectsApi(kube)
+        self._core = CoreV1Api(kube)
+
+    async def create_actor(self, body: dict[str, Any]) -> Any:
+        return await asyncio.to_thread(
+            self._custom.create_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            self.namespace,
+            "asyncactors",
+            body,
+        )
+
+    async def patch_actor(self, name: str, patch: dict[str, Any]) -> Any:
+        return await asyncio.to_thread(
+            self._custom.patch_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            self.namespace,
+            "asyncactors",
+            name,
+            patch,
+            _content_type="application/merge-patch+json",
+        )
+
+    async def delete_actor(self, name: str) -> Any:
+        return await asyncio.to_thread(
+            self._custom.delete_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            self.namespace,
+            "asyncactors",
+            name,
+        )
+
+    async def create_secret(self, name: str, data: dict[str, str]) -> Any:
+        encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+        body = {"metadata": {"name": name}, "data": encoded}
+        return await asyncio.to_thread(self._core.create_namespaced_secret, self.namespace, body)
+
+    async def get(self, resource: str, name: str) -> dict[str, Any] | None:
+        """The object now (None: absent), as the stand-in holds it."""
+        return await self.cluster.wait_for(resource, self.namespace, name, lambda _: True)
+
+    async def wait_for(
+        self,
+        resource: str,
+        name: str,
+        condition: Callable[[dict[str, Any] | None], bool],
+        what: str,
+    ) -> Any:
+        try:
+            async with asyncio.timeout(WAIT_S):
+                return await self.cluster.wait_for(resource, self.namespace, name, condition)
+        except TimeoutError:
+            pytest.fail(f"not within {WAIT_S} s: {what}")
+
+    async def wait_exists(self, resource: str, name: str) -> dict[str, Any]:
+        found = await self.wait_for(resource, name, lambda o: o is not None, f"{resource} {name}")
+        assert found is not None
+        return found
+
+    async def wait_condition(self, name: str, kind: str, status: str) -> dict[str, Any]:
+        found = await self.wait_for(
+            ACTORS,
+            name,
+            lambda o: o is not None and condition_of(o, kind).get("status") == status,
+            f"AsyncActor {name} {kind}={status}",
+        )
+        assert found is not None
+        return found
+
+
+def condition_of(actor: dict[str, Any], kind: str) -> dict[str, Any]:
+    for condition in (actor.get("status") or {}).get("conditions") or ():
+        if condition["type"] == kind:
+            return dict(condition)
+    return {}
+
+
+def observed(actor: dict[str, Any] | None) -> int | None:
+    return None if actor is None else (actor.get("status") or {}).get("observedGeneration")
+
+
+def container(deployment: dict[str, Any], name: str) -> dict[str, Any]:
+    (found,) = [
+        c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == name
+    ]
+    return dict(found)
+
+
+def env_of(container_body: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container_body["env"]}
+
+
+@pytest.fixture
+async def world(cluster, kube, namespace, monkeypatch) -> World:
+    for crd_file in KEDA_CRD_FILES.values():
+        register_crd(cluster, yaml.safe_load((SCHEMAS / crd_file).read_text(encoding="utf-8")))
+    monkeypatch.setenv("ASYA_OPERATOR_SIDECAR_IMAGE", SIDECAR_IMAGE)
+    monkeypatch.setenv("ASYA_OPERATOR_RECHECK_S", "0.2")
+    return World(cluster, kube, namespace)
+
+
+@pytest.fixture
+async def broker_secret(world, amqp_url) -> dict[str, str]:
+    data = {"amqp-url": amqp_url, "management-url": "http://guest:guest@127.0.0.1:15672/"}
+    await world.create_secret("asya-broker", data)
+    return data
+
+
+@pytest.fixture
+async def operator(world, run_operator) -> None:
+    await run_operator(registry)
+    await world.cluster.watched(ACTORS)
+
+
+@pytest.fixture
+async def queues(amqp_url, namespace):
+    """A client in the test's namespace; every queue an actor of these tests may have goes after."""
+    options = RabbitMQOptions(namespace=namespace, connection_name="test_controller")
+    async with RabbitMQTransport(amqp_url, options) as transport:
+        yield transport
+        await transport.delete_queues({"text", "other", "gone", HAPPY_END, ERROR_END})
+
+
+async def has_queue(broker: RabbitMQTransport, actor: str) -> bool:
+    try:
+        await broker.depth(actor)
+    except UnknownActorError:
+        return False
+    return True
+
+
+@pytest.mark.rabbitmq
+async def test_a_created_actor_gets_its_deployment_keda_objects_end_actors_and_status(
+    world, broker_secret, operator, queues
+):
+    created = await world.create_actor(async_actor("text", scaling={"maxReplicas": 4}))
+    uid = created["metadata"]["uid"]
+
+    deployment = await world.wait_exists(DEPLOYMENTS, "text")
+    scaled = await world.wait_exists(SCALED_OBJECTS, "text")
+    auth = await world.wait_exists(TRIGGER_AUTHS, "text")
+    happy = await world.wait_exists(DEPLOYMENTS, HAPPY_END)
+    await world.wait_exists(DEPLOYMENTS, ERROR_END)
+    actor = await world.wait_for(
+        ACTORS, "text", lambda o: observed(o) == 1, "AsyncActor text's status, generation 1"
+    )
+
+    runtime, sidecar = container(deployment, "runtime"), container(deployment, "sidecar")
+    assert runtime["image"] == "ghcr.io/acme/text:1"
+    assert env_of(runtime)["ASYA_HANDLER"] == "text:normalize"
+    assert sidecar["image"] == SIDECAR_IMAGE
+    assert env_of(sidecar)["ASYA_BROKER_URL"] == {
+        "secretKeyRef": {"name": "asya-broker", "key": "amqp-url"}
+    }
+    (owner,) = deployment["metadata"]["ownerReferences"]
+    assert (owner["uid"], owner["controller"]) == (uid, True)
+    trigger = scaled["spec"]["triggers"][0]
+    assert trigger["metadata"]["queueName"] == f"asya-{world.namespace}-text"
+    assert scaled["spec"]["maxReplicaCount"] == 4
+    assert scaled["metadata"]["ownerReferences"][0]["uid"] == uid
+    assert auth["spec"]["secretTargetRef"][0]["name"] == "asya-broker"
+    (end_owner,) = happy["metadata"]["ownerReferences"]
+    assert (end_owner["uid"], end_owner["controller"]) == (uid, False)
+    status = actor["status"]
+    assert condition_of(actor, "Degraded")["status"] == "False"
+    assert status["selector"] == "app.kubernetes.io/component=actor,asya.sh/actor=text"
+
+
+@pytest.mark.rabbitmq
+async def test_a_created_actor_gets_its_queue_and_the_end_actors_queues_declared(
+    world, broker_secret, operator, queues
+):
+    assert not await has_queue(queues, "text")
+
+    await world.create_actor(async_actor("text"))
+    # The status is written last: once it observes the generation, the queues are there.
+    await world.wait_for(ACTORS, "text", lambda o: observed(o) == 1, "generation 1 applied")
+
+    assert await has_queue(queues, "text")
+    assert await has_queue(queues, HAPPY_END)
+    assert await has_queue(queues, ERROR_END)
+
+
+@pytest.mark.rabbitmq
+async def test_an_updated_actor_gets_its_objects_patched(world, broker_secret, operator, queues):
+    await world.create_actor(async_actor("text"))
+    await world.wait_for(ACTORS, "text", lambda o: observed(o) == 1, "generation 1 applied")
+
+    await world.patch_actor(
+        "text", {"spec": {"image": "ghcr.io/acme/text:2", "scaling": {"maxReplicas": 7}}}
+    )
+
+    deployment = await world.wait_for(
+        DEPLOYMENTS,
+        "text",
+        lambda o: o is not None and container(o, "runtime")["image"] == "ghcr.io/acme/text:2",
+        "the Deployment's runtime image patched",
+    )
+    scaled = await world.wait_for(
+        SCALED_OBJECTS,
+        "text",
+        lambda o: o is not None and o["spec"]["maxReplicaCount"] == 7,
+        "the ScaledObject's maxReplicaCount patched",
+    )
+    assert container(deployment, "sidecar")["image"] == SIDECAR_IMAGE
+    assert scaled["spec"]["triggers"][0]["metadata"]["queueName"] == f"asya-{world.namespace}-text"
+
+
+@pytest.mark.rabbitmq
+async def test_a_deleted_actor_loses_its_queues_and_then_its_finalizer(
+    world, broker_secret, operator, queues
+):
+    await world.create_actor(async_actor("text"))
+    await world.wait_for(ACTORS, "text", lambda o: observed(o) == 1, "generation 1 applied")
+    await queues.declare("text")  # idempotent: as the operator (and a sidecar) declare it
+
+    await world.delete_actor("text")
+
+    await world.wait_for(ACTORS, "text", lambda o: o is None, "the AsyncActor gone")
+    assert not await has_queue(queues, "text")
+
+
+@pytest.mark.rabbitmq
+async def test_a_deleted_actor_with_keep_queues_keeps_them(world, broker_secret, operator, queues):
+    await world.create_actor(async_actor("text", keepQueues=True))
+    await world.wait_for(ACTORS, "text", lambda o: observed(o) == 1, "generation 1 applied")
+    await queues.declare("text")
+
+    await world.delete_actor("text")
+
+    await world.wait_for(ACTORS, "text", lambda o: o is None, "the AsyncActor gone")
+    assert await has_queue(queues, "text")
+
+
+@pytest.mark.rabbitmq
+async def test_a_deleted_actor_leaves_the_end_actors_owned_by_the_others(
+    world, broker_secret, operator, queues
+):
+    await world.create_actor(async_actor("text"))
+    other = await world.create_actor(async_actor("other"))
+    await world.wait_for(
+        DEPLOYMENTS,
+        HAPPY_END,
+        lambda o: o is not None and len(o["metadata"]["ownerReferences"]) == 2,
+        "happy-end owned by both actors",
+    )
+
+    await world.delete_actor("text")
+
+    happy = await world.wait_for(
+        DEPLOYMENTS,
+        HAPPY_END,
+        lambda o: o is not None and len(o["metadata"]["ownerReferences"]) == 1,
+        "happy-end owned by the remaining actor only",
+    )
+    assert happy["metadata"]["ownerReferences"][0]["uid"] == other["metadata"]["uid"]
+
+
+@pytest.mark.rabbitmq
+async def test_an_actor_without_its_secret_is_degraded_naming_it_and_recovers_when_it_appears(
+    world, operator, queues, amqp_url
+):
+    await world.create_actor(async_actor("text", broker={"secretName": "broker-later"}))
+
+    actor = await world.wait_condition("text", "Degraded", "True")
+    degraded = condition_of(actor, "Degraded")
+    assert degraded["reason"] == "SecretNotFound"
+    assert f"Secret {world.namespace}/broker-later not found" in degraded["message"]
+    assert condition_of(actor, "Ready")["status"] == "False"
+    assert not await has_queue(queues, "text")
+    assert await world.get(DEPLOYMENTS, "text") is None
+
+    await world.create_secret(
+        "broker-later", {"amqp-url": amqp_url, "management-url": "http://guest:guest@x/"}
+    )
+
+    await world.wait_condition("text", "Degraded", "False")
+    await world.wait_exists(DEPLOYMENTS, "text")
+    await world.wait_exists(SCALED_OBJECTS, "text")
+
+
+@pytest.mark.rabbitmq
+async def test_an_actor_missing_its_secret_does_not_hold_back_a_good_one_beside_it(
+    world, broker_secret, operator, queues
+):
+    await world.create_actor(async_actor("gone", broker={"secretName": "no-such-secret"}))
+    await world.create_actor(async_actor("text"))
+
+    await world.wait_condition("gone", "Degraded", "True")
+    await world.wait_for(ACTORS, "text", lambda o: observed(o) == 1, "the good actor applied")
+    await world.wait_exists(DEPLOYMENTS, "text")
+    await world.wait_exists(SCALED_OBJECTS, "text")
+    good = await world.wait_condition("text", "Degraded", "False")
+    assert condition_of(good, "Degraded")["reason"] == "AsExpected"
+    assert await world.get(DEPLOYMENTS, "gone") is None
+
+
+@pytest.mark.rabbitmq
+async def test_an_actor_naming_a_missing_flavor_is_degraded_naming_it(
+    world, broker_secret, operator, queues
+):
+    await world.create_actor(async_actor("text", flavor="a100"))
+
+    actor = await world.wait_condition("text", "Degraded", "True")
+
+    degraded = condition_of(actor, "Degraded")
+    assert degraded["reason"] == "FlavorNotFound"
+    assert "ResourceFlavor a100 not found" in degraded["message"]
+    assert await world.get(DEPLOYMENTS, "text") is None
+
+
+def test_the_operator_config_is_read_from_asya_operator_variables():
+    config = load_operator_config(
+        {"ASYA_OPERATOR_SIDECAR_IMAGE": "reg/sidecar:9", "ASYA_OPERATOR_RECHECK_S": "2.5"}
+    )
+
+    assert (config.sidecar_image, config.recheck_s) == ("reg/sidecar:9", 2.5)
+    assert config.grace_s == OperatorConfig().grace_s
+
+
+def test_a_bad_operator_variable_is_named_at_start():
+    with pytest.raises(SettingsError, match="ASYA_OPERATOR_RECHECK_S='soon' is invalid") as info:
+        load_operator_config({"ASYA_OPERATOR_RECHECK_S": "soon"})
+
+    assert info.value.variable == "ASYA_OPERATOR_RECHECK_S"
