@@ -11,6 +11,8 @@ Fixtures:
 - `run_operator`: `await run_operator(registry)` starts `kopf.operator()` on that registry
   against the cluster, as a task of the test's loop; the fixture cancels it at the end (a
   graceful stop costs ~5 s a test: kopf waits for "hung" tasks, the cluster's among them).
+- `kubelet` and `keda`: the test-only controllers of the cluster stand-in (`standin_kubelet`,
+  `standin_keda`): Deployments run as local processes, ScaledObjects scale on queue depth.
 """
 
 from __future__ import annotations
@@ -23,9 +25,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 import kopf
 import kubernetes
 import pytest
+import yaml
 from kmock._internal.apps import Server
 
-from tests.operator.emulator import Cluster
+from tests.operator.emulator import Cluster, register_crd
+from tests.operator.plan_builders import KEDA_CRD_FILES, SCHEMAS
+from tests.operator.standin_keda import Keda
+from tests.operator.standin_kubelet import Kubelet
 
 RunOperator = Callable[[kopf.OperatorRegistry], Awaitable[None]]
 
@@ -86,3 +92,27 @@ def _kubeconfig(server: str) -> dict[str, object]:
         "contexts": [{"name": "stand-in", "context": {"cluster": "stand-in", "user": "stand-in"}}],
         "current-context": "stand-in",
     }
+
+
+@pytest.fixture
+async def kubelet(kube, tmp_path) -> AsyncIterator[Kubelet]:
+    """The stand-in kubelet (`standin_kubelet`) on `cluster`: Deployments become processes.
+
+    Pods get `tmp_path / "image"` on their PYTHONPATH (write handler modules there) and log to
+    `tmp_path / "pods"`. At the end every pod is stopped, and no process may be left.
+    """
+    image, logs = tmp_path / "image", tmp_path / "pods"
+    image.mkdir()
+    logs.mkdir()
+    async with Kubelet(kube.configuration.host, logs, image_paths=[str(image)]) as running:
+        yield running
+    assert running.all_processes() == [], "the stand-in kubelet left processes running"
+
+
+@pytest.fixture
+async def keda(cluster, kube) -> AsyncIterator[Keda]:
+    """The stand-in KEDA (`standin_keda`) on `cluster`, with KEDA's CRDs in its discovery."""
+    for crd_file in KEDA_CRD_FILES.values():
+        register_crd(cluster, yaml.safe_load((SCHEMAS / crd_file).read_text(encoding="utf-8")))
+    async with Keda(kube.configuration.host) as running:
+        yield running
