@@ -3,7 +3,11 @@
 `asya-operator plan FILE.yaml...` reads AsyncActors and ResourceFlavors from the files
 (multi-document YAML), and prints as YAML every object the operator would create for them:
 a platform engineer's dry run, with no cluster. Exits 2 with one line naming the file and what
-is wrong when a CR is bad. (`run`, the controller, comes with the next step.)
+is wrong when a CR is bad.
+
+`asya-operator run [--namespace NS] [--verbose]` runs the controller (`asya_operator.controller`)
+with kopf until interrupted: in a pod with its service account, elsewhere with the kubeconfig
+(`KUBECONFIG`, or `~/.kube/config`). Its settings come from `ASYA_OPERATOR_*` variables.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import kopf
 import yaml
 
 from asya_operator.config import DEFAULT_SIDECAR_IMAGE, OperatorConfig
@@ -24,6 +29,14 @@ _PLAN_HELP = (
     " ResourceFlavors in the files: each actor's Deployment, TriggerAuthentication and"
     " ScaledObject, and each namespace's end actors. Offline: no cluster is read. Owner"
     " references are left out (an AsyncActor has no uid until it is applied)."
+)
+
+
+_RUN_HELP = (
+    "Run the controller until interrupted: keep each AsyncActor's Deployment, KEDA objects,"
+    " queues and status in sync, and the end actors of its namespace. The cluster is the"
+    " service account's in a pod, else the kubeconfig's (KUBECONFIG). Settings come from"
+    " ASYA_OPERATOR_* variables (ASYA_OPERATOR_SIDECAR_IMAGE, ...)."
 )
 
 
@@ -46,7 +59,28 @@ def _parser() -> argparse.ArgumentParser:
         default=PLACEHOLDER_NAMESPACE,
         help="namespace of the AsyncActors that name none (default: %(default)s)",
     )
+    run = commands.add_parser(
+        "run", help="run the controller (kopf) against the cluster", description=_RUN_HELP
+    )
+    run.add_argument(
+        "--namespace",
+        help="watch AsyncActors in this namespace only (default: every namespace)",
+    )
+    run.add_argument("--verbose", action="store_true", help="log kopf's and the handlers' steps")
     return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    # Imported here: `plan` needs no kopf machinery, and the handlers register on import.
+    from asya_operator.controller import registry
+
+    kopf.configure(verbose=args.verbose)
+    # A registry of its own gets none of kopf's default login handlers: the client's config.
+    kopf.on.login(registry=registry)(kopf.login_via_client)
+    namespaces = [args.namespace] if args.namespace else []
+    # Standalone: one replica, no KopfPeering objects to coordinate through.
+    kopf.run(registry=registry, standalone=True, clusterwide=not namespaces, namespaces=namespaces)
+    return 0
 
 
 def _documents(path: Path) -> Iterator[Document]:
@@ -87,6 +121,8 @@ def _plan(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `asya-operator`; returns the exit status."""
     args = _parser().parse_args(argv)
+    if args.command == "run":
+        return _run(args)
     return _plan(args)
 
 

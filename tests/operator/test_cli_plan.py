@@ -197,12 +197,12 @@ def test_a_missing_file_exits_2_naming_it(capsys, tmp_path):
     assert err == f"asya-operator plan: {missing}: cannot read it: No such file or directory\n"
 
 
-def test_plan_is_the_only_command_for_now(capsys):
+def test_an_unknown_command_exits_2_naming_the_commands(capsys):
     with pytest.raises(SystemExit) as exited:
-        main(["run"])
+        main(["apply"])
 
     assert exited.value.code == 2
-    assert "invalid choice: 'run'" in capsys.readouterr().err
+    assert "invalid choice: 'apply' (choose from 'plan', 'run')" in capsys.readouterr().err
 
 
 def test_the_command_runs_as_a_program_and_prints_yaml(tmp_path):

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -88,6 +91,13 @@ class World:
         encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
         body = {"metadata": {"name": name}, "data": encoded}
         return await asyncio.to_thread(self._core.create_namespaced_secret, self.namespace, body)
+
+    async def wait_for_watch(self, resource: str) -> None:
+        try:
+            async with asyncio.timeout(WAIT_S):
+                await self.cluster.watched(resource)
+        except TimeoutError:
+            pytest.fail(f"not within {WAIT_S} s: a watch of {resource}")
 
     async def get(self, resource: str, name: str) -> dict[str, Any] | None:
         """The object now (None: absent), as the stand-in holds it."""
@@ -377,3 +387,32 @@ def test_a_bad_operator_variable_is_named_at_start():
         load_operator_config({"ASYA_OPERATOR_RECHECK_S": "soon"})
 
     assert info.value.variable == "ASYA_OPERATOR_RECHECK_S"
+
+
+@pytest.mark.rabbitmq
+async def test_asya_operator_run_runs_the_controller_on_the_kubeconfigs_cluster(
+    world, broker_secret, queues, tmp_path
+):
+    log = (tmp_path / "operator.log").open("wb")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "asya_operator.cli",
+        # Cluster-wide: with --namespace kopf lists /api/v1/namespaces, which the stand-in
+        # cannot parse (kmock 0.8).
+        "run",
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "ASYA_OPERATOR_SIDECAR_IMAGE": "reg/sidecar:run"},
+    )
+    try:
+        await world.wait_for_watch(ACTORS)
+        await world.create_actor(async_actor("text"))
+
+        deployment = await world.wait_exists(DEPLOYMENTS, "text")
+        await world.wait_for(ACTORS, "text", lambda o: observed(o) == 1, "generation 1 applied")
+    finally:
+        process.terminate()
+        await process.wait()
+        log.close()
+    assert container(deployment, "sidecar")["image"] == "reg/sidecar:run"
