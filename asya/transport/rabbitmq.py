@@ -352,8 +352,16 @@ class RabbitMQTransport:
         ) as exc:
             raise TransportError(f"cannot park a message: {exc}") from exc
 
+    def delay_queue_for(self, actor: str, delay_ms: int) -> str:
+        """The queue a retry of `actor` waits `delay_ms` in: `{its queue}-retry-{ms}ms`."""
+        return f"{self.queue_for(actor)}-retry-{delay_ms}ms"
+
+    def queues_of(self, actor: str) -> list[str]:
+        """The queues that are `actor`'s alone: its own and every delay queue it may use."""
+        return [self.queue_for(actor), *(self.delay_queue_for(actor, d) for d in DELAY_LADDER_MS)]
+
     async def _delay_queue(self, actor: str, delay_ms: int) -> str:
-        name = f"{self.queue_for(actor)}-retry-{delay_ms}ms"
+        name = self.delay_queue_for(actor, delay_ms)
         if name not in self._delay_queues:
             await self._require_channel().declare_queue(
                 name,
@@ -481,8 +489,7 @@ class RabbitMQTransport:
             records_stream_name(self.options.namespace, kind) for kind in RecordKind
         )
         for actor in actors:
-            self._declared.add(self.queue_for(actor))
-            self._declared.update(f"{self.queue_for(actor)}-retry-{d}ms" for d in DELAY_LADDER_MS)
+            self._declared.update(self.queues_of(actor))
         await self.delete_declared()
 
     async def delete_declared(self) -> None:

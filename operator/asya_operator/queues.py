@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Final
 
 from asya.routing import END_ACTORS
-from asya.transport.rabbitmq import DELAY_LADDER_MS, RabbitMQOptions, RabbitMQTransport
+from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
 
 CONNECTION_NAME: Final = "asya-operator"
 
@@ -36,16 +36,6 @@ async def declare_actor_queues(amqp_url: str, namespace: str, actor: str) -> Non
             await transport.declare(name)
 
 
-def actor_queue_names(transport: RabbitMQTransport, actor: str) -> list[str]:
-    """The queues that are `actor`'s alone: its own and its retry delay queues.
-
-    The delay queues' names are those `RabbitMQTransport` declares on a retry
-    (`{queue}-retry-{ms}ms`, one per rung of the ladder).
-    """
-    queue = transport.queue_for(actor)
-    return [queue, *(f"{queue}-retry-{delay_ms}ms" for delay_ms in DELAY_LADDER_MS)]
-
-
 async def delete_actor_queues(amqp_url: str, namespace: str, actor: str) -> None:
     """Delete `actor`'s queues with what they hold (a missing queue is no error).
 
@@ -54,6 +44,6 @@ async def delete_actor_queues(amqp_url: str, namespace: str, actor: str) -> None
     """
     async with _transport(amqp_url, namespace) as transport:
         channel = await transport.open_channel()
-        for name in actor_queue_names(transport, actor):
+        for name in transport.queues_of(actor):
             await channel.queue_delete(name)
         await channel.close()
