@@ -1,12 +1,17 @@
 """The cluster stand-in on the real broker: an AsyncActor scales 0 -> N -> 0 with real processes.
 
-The objects are planned by the pure `plan_*` functions and created with the official client,
-as the controller will create them; `_follow_replicas` is the controller's one job the test
-needs (spec.replicas of the AsyncActor -> its Deployment). Both are TEST WIRING, to be replaced
-by the real controller (`asya_operator.controller`) once it runs against the emulator.
+The headline test (issue 9) is the last one: the real controller (`asya_operator.controller`)
+against the emulator, the stand-in kubelet running every Deployment it applies (the actor's and
+the end actors') as processes, the stand-in KEDA scaling the AsyncActor; the test creates only
+the user's objects (the broker Secret and the AsyncActor) and reads the finals back from the
+namespace's results, which happy-end's pod records.
 
-End actors run in the test (`finals`), which counts every final envelope by id; the planned
-end-actor Deployments are not created (they would compete for the same queues).
+The first tests exercise the stand-ins without the controller: the objects are planned by the
+pure `plan_*` functions and created with the official client (`apply_planned`), and
+`_follow_replicas` copies the AsyncActor's replicas to its Deployment. Both are TEST WIRING
+standing in for the controller, kept so that a stand-in's failure shows apart from the
+controller's. There the end actors run in the test (`finals`), counting every final by id, and
+the planned end-actor Deployments are not created (their pods would consume the same queues).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import kubernetes
 import msgspec
 import pytest
 from asya_operator.config import OperatorConfig
+from asya_operator.controller import registry
 from asya_operator.deployment import plan_deployment, plan_end_actors
 from asya_operator.resources import (
     BROKER_AMQP_URL_KEY,
@@ -35,8 +41,9 @@ from asya_operator.resources import (
 from asya_operator.scaling import plan_scaled_object, plan_trigger_authentication
 
 from asya import Client
-from asya.envelope import Phase
+from asya.envelope import END_LIMITS, Phase, decode_envelope
 from asya.routing import ERROR_END, HAPPY_END
+from asya.transport.records import RecordKind
 
 ACTORS = f"{GROUP}/{VERSION}/asyncactors"
 DEPLOYMENTS = "apps/v1/deployments"
@@ -54,6 +61,26 @@ def echo(doc):
 """
 
 
+def echo_actor() -> dict[str, Any]:
+    """The AsyncActor `echo`: from zero, one replica per 5 messages, back to zero after 2 s."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "AsyncActor",
+        "metadata": {"name": "echo"},
+        "spec": {
+            "image": "registry.example.com/standin:1",
+            "handler": "standin_handlers:echo",
+            "scaling": {
+                "minReplicas": 0,
+                "maxReplicas": 2,
+                "queueLength": 5,
+                "pollingInterval": 1,
+                "cooldownPeriod": 2,
+            },
+        },
+    }
+
+
 def management_url(amqp_url: str) -> str:
     """The management API beside the broker: same host and credentials, port 15672."""
     amqp = urllib.parse.urlsplit(amqp_url)
@@ -65,11 +92,8 @@ def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
-async def apply_planned(kube, namespace: str, body: dict[str, Any], amqp_url: str) -> None:
-    """TEST WIRING: create what the controller would (the broker Secret is the user's)."""
-    core = kubernetes.client.CoreV1Api(kube)
-    apps = kubernetes.client.AppsV1Api(kube)
-    custom = kubernetes.client.CustomObjectsApi(kube)
+async def create_broker_secret(kube, namespace: str, amqp_url: str) -> None:
+    """The user's broker Secret: the AMQP URL and the management API's beside it."""
     # The client's types want its models; it sends plain dicts as they are.
     secret: Any = {
         "metadata": {"name": DEFAULT_BROKER_SECRET},
@@ -78,7 +102,15 @@ async def apply_planned(kube, namespace: str, body: dict[str, Any], amqp_url: st
             BROKER_MANAGEMENT_URL_KEY: _b64(management_url(amqp_url)),
         },
     }
+    core = kubernetes.client.CoreV1Api(kube)
     await asyncio.to_thread(core.create_namespaced_secret, namespace, secret)
+
+
+async def apply_planned(kube, namespace: str, body: dict[str, Any], amqp_url: str) -> None:
+    """TEST WIRING: create what the controller would (the broker Secret is the user's)."""
+    apps = kubernetes.client.AppsV1Api(kube)
+    custom = kubernetes.client.CustomObjectsApi(kube)
+    await create_broker_secret(kube, namespace, amqp_url)
     created = await asyncio.to_thread(
         custom.create_namespaced_custom_object, GROUP, VERSION, namespace, "asyncactors", body
     )
@@ -146,22 +178,7 @@ async def test_an_actor_scales_from_zero_serves_every_envelope_and_returns_to_ze
     (tmp_path / "image" / "standin_handlers.py").write_text(textwrap.dedent(HANDLERS))
     actor_names.add("echo")
     await transport.declare("echo")  # the controller's job too: the actor's queues
-    body = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "AsyncActor",
-        "metadata": {"name": "echo"},
-        "spec": {
-            "image": "registry.example.com/standin:1",
-            "handler": "standin_handlers:echo",
-            "scaling": {
-                "minReplicas": 0,
-                "maxReplicas": 2,
-                "queueLength": 5,
-                "pollingInterval": 1,
-                "cooldownPeriod": 2,
-            },
-        },
-    }
+    body = echo_actor()
     await apply_planned(kube, namespace, body, amqp_url)
     follower = asyncio.create_task(_follow_replicas(cluster, kube, namespace, "echo"))
     try:
@@ -230,18 +247,12 @@ async def test_an_actor_scales_from_zero_serves_every_envelope_and_returns_to_ze
 async def test_the_end_actors_run_as_sidecar_pods_and_stop_when_deleted(
     cluster, kube, kubelet, transport, namespace, amqp_url
 ):
-    body = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "AsyncActor",
-        "metadata": {"name": "echo", "uid": "6f1c1c9e-0000-4000-8000-000000000001"},
-        "spec": {"image": "registry.example.com/standin:1", "handler": "standin_handlers:echo"},
-    }
+    body = {**echo_actor(), "metadata": {"name": "echo", "uid": "6f1c1c9e-0000-4000-8000-0000"}}
     apps = kubernetes.client.AppsV1Api(kube)
-    core = kubernetes.client.CoreV1Api(kube)
-    secret: Any = {"metadata": {"name": DEFAULT_BROKER_SECRET}, "data": {}}
-    secret["data"][BROKER_AMQP_URL_KEY] = _b64(amqp_url)
-    await asyncio.to_thread(core.create_namespaced_secret, namespace, secret)
-    ends = plan_end_actors(namespace, [msgspec.convert(body, AsyncActor)], OperatorConfig())
+    await create_broker_secret(kube, namespace, amqp_url)
+    ends: list[Any] = plan_end_actors(
+        namespace, [msgspec.convert(body, AsyncActor)], OperatorConfig()
+    )
     for end in ends:
         await asyncio.to_thread(apps.create_namespaced_deployment, namespace, end)
     for name in (HAPPY_END, ERROR_END):
@@ -262,3 +273,93 @@ async def test_the_end_actors_run_as_sidecar_pods_and_stop_when_deleted(
         await kubelet.stopped()
     assert pod.processes["sidecar"].returncode is not None
     assert len(kubelet.all_processes()) == 1  # error-end's sidecar, stopped by the fixture
+
+
+async def test_on_the_controller_an_actor_scales_from_zero_and_back_with_its_end_actors_as_pods(
+    cluster,
+    kube,
+    kubelet,
+    keda,
+    run_operator,
+    transport,
+    namespace,
+    amqp_url,
+    actor_names,
+    tmp_path,
+):
+    """The headline test on the real controller: no test wiring, only the user's objects."""
+    (tmp_path / "image" / "standin_handlers.py").write_text(textwrap.dedent(HANDLERS))
+    actor_names.add("echo")  # its queues go after the test
+    await create_broker_secret(kube, namespace, amqp_url)
+    await run_operator(registry)
+    await cluster.watched(ACTORS)
+    custom = kubernetes.client.CustomObjectsApi(kube)
+    await asyncio.to_thread(
+        custom.create_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        namespace,
+        "asyncactors",
+        echo_actor(),
+    )
+    await wait_for(
+        cluster,
+        ACTORS,
+        namespace,
+        "echo",
+        lambda o: _count(o, "status.observedGeneration") >= 1,
+        "the controller applied the actor's objects and declared its queues",
+    )
+    for end in (HAPPY_END, ERROR_END):
+        await wait_for(
+            cluster,
+            DEPLOYMENTS,
+            namespace,
+            end,
+            lambda o: _count(o, "status.readyReplicas") == 1,
+            f"{end} runs as a pod",
+        )
+    assert kubelet.pods(namespace, "echo") == []
+
+    client = Client(transport)
+    sent = {await client.send(["echo"], {"n": n}) for n in range(ENVELOPES)}
+
+    await wait_for(
+        cluster, ACTORS, namespace, "echo", lambda o: _count(o, "spec.replicas") >= 1, "scale up"
+    )
+    await wait_for(
+        cluster,
+        DEPLOYMENTS,
+        namespace,
+        "echo",
+        lambda o: _count(o, "status.readyReplicas") >= 1,
+        "the controller scaled the Deployment, and a pod is ready",
+    )
+    # happy-end's pod records each final envelope in the namespace's results: read them back.
+    results: set[str] = set()
+    async with asyncio.timeout(WAIT_S):
+        async for record in transport.records.read(RecordKind.RESULTS, follow=True):
+            results.add(decode_envelope(record.body, END_LIMITS).id)
+            if sent <= results:
+                break
+    assert results == sent
+
+    await wait_for(
+        cluster,
+        ACTORS,
+        namespace,
+        "echo",
+        lambda o: o is not None and _count(o, "spec.replicas") == 0,
+        "to zero",
+    )
+    await wait_for(
+        cluster,
+        DEPLOYMENTS,
+        namespace,
+        "echo",
+        lambda o: _count(o, "status.replicas") == 0,
+        "no pod",
+    )
+    async with asyncio.timeout(WAIT_S):
+        await kubelet.wait_until(lambda: not kubelet.pods(namespace, "echo"))
+        await kubelet.stopped()
