@@ -7,12 +7,16 @@ Docker engine answers; else the local server on 127.0.0.1:5672. No mocks.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
+import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -182,3 +186,54 @@ class Cluster:
 
     def logs(self) -> str:
         return "\n".join(f"--- {name}\n{pod.output()}" for name, pod in self.pods.items())
+
+
+async def sweep_namespaces(url: str, used: dict[str, set[str]]) -> None:
+    """Delete every queue left in `used`'s namespaces (their names from the management API
+    when it answers, else every name asya gives a namespace's queues)."""
+    if not used:
+        return
+    names = _listed_queues(url, used) or _known_queues(url, used)
+    connection = await aio_pika.connect(url)
+    async with connection:
+        for name in sorted(names):
+            channel = await connection.channel()
+            with contextlib.suppress(aio_pika.exceptions.AMQPException):
+                await channel.queue_delete(name)
+            if not channel.is_closed:
+                await channel.close()
+
+
+def _listed_queues(url: str, used: dict[str, set[str]]) -> set[str]:
+    amqp = urllib.parse.urlsplit(url)
+    vhost = urllib.parse.quote(urllib.parse.unquote(amqp.path[1:]) or "/", safe="")
+    request = urllib.request.Request(
+        f"http://{amqp.hostname}:15672/api/queues/{vhost}?columns=name",
+        headers={
+            "Authorization": "Basic "
+            + base64.b64encode(
+                f"{amqp.username or 'guest'}:{amqp.password or 'guest'}".encode()
+            ).decode()
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            listed = {q["name"] for q in json.load(answer)}
+    except (OSError, ValueError):
+        return set()
+    prefixes = tuple(p for ns in used for p in (f"asya-{ns}-", f"asya-{ns}."))
+    return {name for name in listed if name.startswith(prefixes)}
+
+
+def _known_queues(url: str, used: dict[str, set[str]]) -> set[str]:
+    from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
+    from asya.transport.records import RecordKind, records_stream_name
+
+    names: set[str] = set()
+    for namespace, actors in used.items():
+        transport = RabbitMQTransport(url, RabbitMQOptions(namespace=namespace))
+        for actor in {*actors, "happy-end", "error-end"}:
+            names.update(transport.queues_of(actor))
+        names.add(transport.parking_queue)
+        names.update(records_stream_name(namespace, kind) for kind in RecordKind)
+    return names

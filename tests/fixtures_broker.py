@@ -13,7 +13,7 @@ from asya.crew.ends import EndActor
 from asya.envelope import Envelope
 from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
-from tests.broker import Cluster, check_reachable, find_broker, new_namespace
+from tests.broker import Cluster, check_reachable, find_broker, new_namespace, sweep_namespaces
 
 
 @pytest.fixture(scope="session")
@@ -30,9 +30,22 @@ def amqp_url(broker):
     return broker.url
 
 
+@pytest.fixture(scope="session")
+def used_namespaces(broker):
+    """Every namespace the session's tests used, with the actors they named. At the end,
+    when every process a test started is gone, whatever is left in them is deleted: a queue
+    that a consumer re-declared after its test's own cleanup (robust channels restore the
+    queues they consumed) must not outlive the session."""
+    used: dict[str, set[str]] = {}
+    yield used
+    asyncio.run(sweep_namespaces(broker.url, used))
+
+
 @pytest.fixture
-def namespace():
-    return new_namespace()
+def namespace(used_namespaces):
+    name = new_namespace()
+    used_namespaces[name] = set()
+    return name
 
 
 class Finals:
@@ -60,9 +73,9 @@ class Finals:
 
 
 @pytest.fixture
-def actor_names() -> set[str]:
+def actor_names(namespace, used_namespaces) -> set[str]:
     """Actors a test starts in other processes: their queues are deleted after it."""
-    return set()
+    return used_namespaces[namespace]
 
 
 @pytest.fixture
