@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 import textwrap
 import typing
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, TypeVar
 from urllib.parse import quote
 
 import msgspec
@@ -196,30 +196,43 @@ def env_var(field_name: str) -> str:
     return ENV_PREFIX + field_name.upper()
 
 
+G = TypeVar("G", bound=msgspec.Struct)
+
+
+def load_group(
+    group: type[G], environ: Mapping[str, str], variable_of: Callable[[str], str] = env_var
+) -> G:
+    """One settings group from `environ`: each field from its variable (`variable_of`), unset
+    ones at their defaults.
+
+    Raises:
+        SettingsError: a variable's value does not parse as its field's type or range.
+    """
+    raw = {
+        name: environ[variable_of(name)]
+        for name in group.__struct_fields__
+        if variable_of(name) in environ
+    }
+    for name, value in raw.items():
+        # One field at a time, so a failure names its variable without parsing messages.
+        try:
+            msgspec.convert({name: value}, group, strict=False)
+        except msgspec.ValidationError as exc:
+            variable = variable_of(name)
+            detail = str(exc).partition(" - at ")[0] + _choices(group, name)
+            raise SettingsError(
+                f"{variable}={value!r} is invalid: {detail}", variable=variable, value=value
+            ) from exc
+    return msgspec.convert(raw, group, strict=False)
+
+
 def load_settings(environ: Mapping[str, str]) -> Settings:
     """Build Settings from `environ` (pass `os.environ` at the entry point).
 
     Raises:
         SettingsError: a variable's value does not parse as its field's type or range.
     """
-    groups: dict[str, Any] = {}
-    for group_name, group_type in _GROUPS.items():
-        raw = {
-            name: environ[env_var(name)]
-            for name in group_type.__struct_fields__
-            if env_var(name) in environ
-        }
-        for name, value in raw.items():
-            # One field at a time, so a failure names its variable without parsing messages.
-            try:
-                msgspec.convert({name: value}, group_type, strict=False)
-            except msgspec.ValidationError as exc:
-                variable = env_var(name)
-                detail = str(exc).partition(" - at ")[0] + _choices(group_type, name)
-                raise SettingsError(
-                    f"{variable}={value!r} is invalid: {detail}", variable=variable, value=value
-                ) from exc
-        groups[group_name] = msgspec.convert(raw, group_type, strict=False)
+    groups: dict[str, Any] = {name: load_group(group, environ) for name, group in _GROUPS.items()}
     return Settings(**groups)
 
 

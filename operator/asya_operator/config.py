@@ -13,8 +13,7 @@ from typing import Final
 
 import msgspec
 
-from asya.errors import SettingsError
-from asya.settings import RuntimeSettings, SidecarSettings
+from asya.settings import RuntimeSettings, SidecarSettings, load_group
 
 ENV_PREFIX: Final = "ASYA_OPERATOR_"
 """Prefix of the operator's own variables: `sidecar_image` is `ASYA_OPERATOR_SIDECAR_IMAGE`."""
@@ -67,19 +66,4 @@ def load_operator_config(environ: Mapping[str, str]) -> OperatorConfig:
     Raises:
         SettingsError: a variable's value does not parse as its field's type.
     """
-    raw = {
-        name: environ[operator_env_var(name)]
-        for name in OperatorConfig.__struct_fields__
-        if operator_env_var(name) in environ
-    }
-    for name, value in raw.items():
-        # One field at a time, so a failure names its variable.
-        try:
-            msgspec.convert({name: value}, OperatorConfig, strict=False)
-        except msgspec.ValidationError as exc:
-            variable = operator_env_var(name)
-            detail = str(exc).partition(" - at ")[0]
-            raise SettingsError(
-                f"{variable}={value!r} is invalid: {detail}", variable=variable, value=value
-            ) from exc
-    return msgspec.convert(raw, OperatorConfig, strict=False)
+    return load_group(OperatorConfig, environ, operator_env_var)
