@@ -164,6 +164,29 @@ def environ(pid: int) -> dict[str, str]:
     return {key.decode(): value.decode() for key, value in pairs}
 
 
+async def back_to_zero(cluster, kubelet, namespace: str, actor: str) -> None:
+    """Wait until the actor is scaled to 0, its Deployment has no pod, and no process is left."""
+    await wait_for(
+        cluster,
+        ACTORS,
+        namespace,
+        actor,
+        lambda o: o is not None and _count(o, "spec.replicas") == 0,
+        "to zero",
+    )
+    await wait_for(
+        cluster,
+        DEPLOYMENTS,
+        namespace,
+        actor,
+        lambda o: _count(o, "status.replicas") == 0,
+        "no pod left",
+    )
+    async with asyncio.timeout(WAIT_S):
+        await kubelet.wait_until(lambda: not kubelet.pods(namespace, actor))
+        await kubelet.stopped()
+
+
 def _count(body: dict[str, Any] | None, path: str) -> int:
     """The number at a dotted `path` of `body`; 0 when unset (as Kubernetes omits zeros)."""
     value: Any = body
@@ -219,24 +242,7 @@ async def test_an_actor_scales_from_zero_serves_every_envelope_and_returns_to_ze
         await finals.wait_until(lambda: sent <= set(finals.by_id()), WAIT_S)
         assert {e.id for e in finals.envelopes if e.status.phase is Phase.SUCCEEDED} == sent
 
-        await wait_for(
-            cluster,
-            ACTORS,
-            namespace,
-            "echo",
-            lambda o: o is not None and _count(o, "spec.replicas") == 0,
-            "to zero",
-        )
-        await wait_for(
-            cluster,
-            DEPLOYMENTS,
-            namespace,
-            "echo",
-            lambda o: _count(o, "status.replicas") == 0,
-            "no pod left",
-        )
-        async with asyncio.timeout(WAIT_S):
-            await kubelet.stopped()
+        await back_to_zero(cluster, kubelet, namespace, "echo")
         assert kubelet.all_processes() == []
     finally:
         follower.cancel()
@@ -344,22 +350,4 @@ async def test_on_the_controller_an_actor_scales_from_zero_and_back_with_its_end
                 break
     assert results == sent
 
-    await wait_for(
-        cluster,
-        ACTORS,
-        namespace,
-        "echo",
-        lambda o: o is not None and _count(o, "spec.replicas") == 0,
-        "to zero",
-    )
-    await wait_for(
-        cluster,
-        DEPLOYMENTS,
-        namespace,
-        "echo",
-        lambda o: _count(o, "status.replicas") == 0,
-        "no pod",
-    )
-    async with asyncio.timeout(WAIT_S):
-        await kubelet.wait_until(lambda: not kubelet.pods(namespace, "echo"))
-        await kubelet.stopped()
+    await back_to_zero(cluster, kubelet, namespace, "echo")
