@@ -1,7 +1,8 @@
-"""Liveness and readiness over HTTP: `GET /healthz` and `GET /readyz`.
+"""Liveness and readiness over HTTP: `GET /healthz` and `GET /readyz`, and `GET /metrics`.
 
 Two fixed answers for the kubelet's (or docker compose's) probes: 200 when the check passes,
-503 when it does not, 404 for anything else. Small enough that a web framework would be the
+503 when it does not, 404 for anything else; and, when the process has metrics, their
+Prometheus text exposition. Small enough that a web framework would be the
 larger risk. Shared by the two long-running processes, `asya-sidecar` and `asya serve`: each
 passes its own checks; this module knows nothing of what is checked.
 """
@@ -13,16 +14,23 @@ import contextlib
 from collections.abc import Callable
 
 Check = Callable[[], bool]
+Exposition = Callable[[], bytes]
+"""The process's metrics in Prometheus' text format (`prometheus_client.generate_latest`)."""
 
 _REASONS = {200: "OK", 404: "Not Found", 503: "Service Unavailable"}
+_TEXT = "text/plain"
+_PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class HealthServer:
     """Answers probes on `port` (0 picks a free one; see `port` after start)."""
 
-    def __init__(self, port: int, *, live: Check, ready: Check) -> None:
+    def __init__(
+        self, port: int, *, live: Check, ready: Check, metrics: Exposition | None = None
+    ) -> None:
         self._port = port
         self._checks = {"/healthz": live, "/readyz": ready}
+        self._metrics = metrics
         self._server: asyncio.Server | None = None
 
     @property
@@ -43,11 +51,10 @@ class HealthServer:
         try:
             request = await asyncio.wait_for(reader.readline(), 5)
             parts = request.decode("latin-1").split()
-            check = self._checks.get(parts[1]) if len(parts) >= 2 and parts[0] == "GET" else None
-            status = 404 if check is None else 200 if check() else 503
-            body = _REASONS[status].lower().encode() + b"\n"
+            path = parts[1] if len(parts) >= 2 and parts[0] == "GET" else None
+            status, content_type, body = self._response(path)
             writer.write(
-                f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: text/plain\r\n"
+                f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
                 + body
             )
@@ -58,3 +65,10 @@ class HealthServer:
             writer.close()
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
+
+    def _response(self, path: str | None) -> tuple[int, str, bytes]:
+        if path == "/metrics" and self._metrics is not None:
+            return 200, _PROMETHEUS_TEXT, self._metrics()
+        check = self._checks.get(path) if path is not None else None
+        status = 404 if check is None else 200 if check() else 503
+        return status, _TEXT, _REASONS[status].lower().encode() + b"\n"

@@ -50,6 +50,8 @@ class OperatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     """CPU request of the sidecar container."""
     sidecar_memory: str = "128Mi"
     """Memory request and limit of the sidecar container."""
+    port: int = 8080
+    """The operator's own port: GET /healthz (liveness) and GET /metrics (Prometheus)."""
     recheck_s: float = 30.0
     """Seconds between checks of an actor left Degraded (its Secret or flavor missing) or whose
     queues could not be declared: it recovers this long at most after the cause is fixed."""

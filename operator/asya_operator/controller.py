@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -29,7 +31,8 @@ import kopf
 import msgspec
 
 from asya.errors import TransportError
-from asya_operator import cluster
+from asya.health import HealthServer
+from asya_operator import cluster, metrics
 from asya_operator.cluster import ACTORS_PLURAL, World
 from asya_operator.config import OperatorConfig, load_operator_config
 from asya_operator.deployment import plan_end_actors
@@ -60,8 +63,41 @@ async def configure(*, memo: Any, **_: Any) -> None:
     Raises:
         SettingsError: an `ASYA_OPERATOR_*` variable is invalid (the operator does not start).
     """
-    memo["config"] = load_operator_config(os.environ)
+    config = load_operator_config(os.environ)
+    memo["config"] = config
     await asyncio.to_thread(cluster.load_client_config)
+    # Live while kopf's event loop answers; the metrics are the operator's own.
+    health = HealthServer(config.port, live=_always, ready=_always, metrics=metrics.exposition)
+    await health.start()
+    memo["health"] = health
+
+
+def _always() -> bool:
+    return True
+
+
+@kopf.on.cleanup(registry=registry)
+async def stop_health(*, memo: Any, **_: Any) -> None:
+    """Close the /healthz and /metrics port."""
+    health: HealthServer | None = memo.get("health")
+    if health is not None:
+        await health.stop()
+
+
+@asynccontextmanager
+async def _counted() -> AsyncIterator[None]:
+    # One reconciliation's outcome and duration; the handler's own errors pass through.
+    started = time.monotonic()
+    outcome = "error"
+    try:
+        yield
+        outcome = "applied"
+    except kopf.TemporaryError as exc:
+        outcome = "degraded" if str(exc).startswith(_DEGRADED) else "broker_unreachable"
+        raise
+    finally:
+        metrics.RECONCILES.labels(outcome=outcome).inc()
+        metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
 
 
 def _namespaced(namespace: str | None) -> str:
@@ -131,8 +167,16 @@ async def reconcile(
         kopf.TemporaryError: its Secret or flavor is missing, or the broker is unreachable:
             kopf calls this again after `recheck_s`.
     """
-    config: OperatorConfig = memo["config"]
-    namespace = _namespaced(namespace)
+    async with _counted():
+        await _reconcile(body, _namespaced(namespace), memo["config"], logger)
+
+
+_DEGRADED: Final = "Degraded"
+
+
+async def _reconcile(
+    body: kopf.Body, namespace: str, config: OperatorConfig, logger: kopf.Logger
+) -> None:
     actor = _decode(body)
     world = await asyncio.to_thread(_read_world, actor, namespace)
     problems = find_problems(actor, namespace, secret_keys=_secret_keys(world), flavor=world.flavor)
@@ -140,7 +184,7 @@ async def reconcile(
         await _report(actor, namespace, world.deployment_status, problems)
         messages = "; ".join(p.message for p in problems)
         raise kopf.TemporaryError(
-            f"Degraded, nothing applied: {messages}; checking again in {config.recheck_s} s",
+            f"{_DEGRADED}, nothing applied: {messages}; checking again in {config.recheck_s} s",
             delay=config.recheck_s,
         )
     owners = end_actor_owners(world.actors, current=actor)
@@ -206,6 +250,7 @@ async def release(
         await asyncio.to_thread(_apply, _end_actors(namespace, owners, config, logger))
     if actor.spec.keep_queues:
         logger.info("queues kept (keepQueues)")
+        metrics.QUEUE_DELETIONS.labels(outcome="kept").inc()
         return
     url = (world.secret or {}).get(BROKER_AMQP_URL_KEY)
     if url is None:
@@ -213,14 +258,17 @@ async def release(
             f"queues left on the broker: Secret {namespace}/{actor.spec.broker.secret_name}"
             f" or its key {BROKER_AMQP_URL_KEY} is gone, so the broker is unknown"
         )
+        metrics.QUEUE_DELETIONS.labels(outcome="left").inc()
         return
     try:
         await delete_actor_queues(url, namespace, name)
     except TransportError as exc:
         if retry + 1 >= DELETE_ATTEMPTS:
             logger.error(f"queues left on the broker after {DELETE_ATTEMPTS} tries: {exc}")
+            metrics.QUEUE_DELETIONS.labels(outcome="left").inc()
             return
         raise kopf.TemporaryError(
             f"queues not deleted: {exc}; trying again in {config.recheck_s} s",
             delay=config.recheck_s,
         ) from exc
+    metrics.QUEUE_DELETIONS.labels(outcome="deleted").inc()

@@ -47,6 +47,8 @@ async def cluster(tmp_path, monkeypatch) -> AsyncIterator[Cluster]:
         monkeypatch.setattr(
             kubernetes.config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig)
         )
+        # The operator's /healthz and /metrics on a free port: tests run several operators.
+        monkeypatch.setenv("ASYA_OPERATOR_PORT", "0")
         # Not in a pod: kopf's login must fall through to the kubeconfig.
         monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
         # load_kube_config() sets the process-wide default Configuration; restore it after.

@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import socket
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +24,7 @@ from asya_operator.config import OperatorConfig, load_operator_config
 from asya_operator.controller import registry
 from asya_operator.resources import GROUP, VERSION
 from kubernetes.client import CoreV1Api, CustomObjectsApi
+from prometheus_client.parser import text_string_to_metric_families
 
 from asya.errors import SettingsError, UnknownActorError
 from asya.routing import ERROR_END, HAPPY_END
@@ -394,6 +397,7 @@ async def test_asya_operator_run_runs_the_controller_on_the_kubeconfigs_cluster(
     world, broker_secret, queues, tmp_path
 ):
     log = (tmp_path / "operator.log").open("wb")
+    port = free_port()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -403,7 +407,11 @@ async def test_asya_operator_run_runs_the_controller_on_the_kubeconfigs_cluster(
         "run",
         stdout=log,
         stderr=subprocess.STDOUT,
-        env={**os.environ, "ASYA_OPERATOR_SIDECAR_IMAGE": "reg/sidecar:run"},
+        env={
+            **os.environ,
+            "ASYA_OPERATOR_SIDECAR_IMAGE": "reg/sidecar:run",
+            "ASYA_OPERATOR_PORT": str(port),
+        },
     )
     try:
         await world.wait_for_watch(ACTORS)
@@ -411,8 +419,32 @@ async def test_asya_operator_run_runs_the_controller_on_the_kubeconfigs_cluster(
 
         deployment = await world.wait_exists(DEPLOYMENTS, "text")
         await world.wait_for(ACTORS, "text", lambda o: observed(o) == 1, "generation 1 applied")
+        live = await asyncio.to_thread(http_get, port, "/healthz")
+        scraped = await asyncio.to_thread(http_get, port, "/metrics")
     finally:
         process.terminate()
         await process.wait()
         log.close()
     assert container(deployment, "sidecar")["image"] == "reg/sidecar:run"
+    assert live == (200, "ok\n")
+    status, text = scraped
+    samples = {
+        (sample.name, sample.labels.get("outcome")): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    assert status == 200
+    assert samples[("asya_operator_reconciles_total", "applied")] >= 1
+    assert samples[("asya_operator_reconciles_total", "degraded")] == 0
+    assert samples[("asya_operator_reconcile_seconds_count", None)] >= 1
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+        return response.status, response.read().decode()
