@@ -3,6 +3,7 @@
     asya dev APP --input FILE      run an app's actors over a file of inputs
     asya serve APP --broker URL    run an app's actors until SIGTERM (exit 0; see its --help)
     asya send --route a,b ...      send one envelope (to a broker, or to an app in-process)
+    asya render APP --image IMAGE  write Helm values for an app's actors (asya-pipeline chart)
     asya admission simulate FILE   run the admission engine on a scenario
 
 An entry point: reads the environment once (`asya.settings`), parses arguments (argparse),
@@ -22,7 +23,7 @@ import sys
 from collections.abc import Sequence
 
 from asya import logs
-from asya.cli import admission, dev, replay, results, send, serve
+from asya.cli import admission, dev, render, replay, results, send, serve
 from asya.cli.options import EXIT_USAGE
 from asya.errors import AsyaError
 from asya.settings import env_var, load_settings
@@ -62,5 +63,6 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_parser(commands)
     serve.add_parser(commands)
     send.add_parser(commands)
+    render.add_parser(commands)
     admission.add_parser(commands)
     return parser

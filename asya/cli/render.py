@@ -1,0 +1,126 @@
+"""`asya render`: the `asya-pipeline` chart's values from an app's decorated actors.
+
+Imports the app the way `asya dev` does, turns each `@actor` into an entry under `actors`
+(`asya.manifests`), merges an optional overlay over the result, and writes YAML to stdout or
+`-o FILE`. Nothing is contacted: no broker, no cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from asya.cli.options import EXIT_OK
+from asya.local.discovery import load_app
+from asya.manifests import RenderError, merge_overlay, render_values
+from asya.settings import Settings
+
+if TYPE_CHECKING:
+    from asya.cli.options import Subparsers
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+_DESCRIPTION = (
+    "Write values for the asya-pipeline Helm chart from the @actor declarations in APP (a"
+    " folder, a .py file or a module, as for `asya dev`): one entry under `actors` per actor,"
+    " holding what its decorator sets (handler, scaling, resources, retry, timeout,"
+    " concurrency, batch, pool, priority). Fields the decorator leaves at asya's defaults are"
+    " left out: the chart's CRDs default them to the same numbers. What a decorator cannot say"
+    " (flavor, env, the broker Secret, per-actor images) goes in --values-overlay, a YAML file"
+    " merged over the result as Helm merges values files. Then:"
+    " helm install NAME charts/asya-pipeline -f values.yaml"
+)
+
+
+def add_parser(commands: Subparsers) -> None:
+    parser = commands.add_parser(
+        "render",
+        help="write asya-pipeline chart values from an app's actors",
+        description=_DESCRIPTION,
+    )
+    parser.add_argument("app", metavar="APP", help="folder, .py file or module holding the actors")
+    parser.add_argument(
+        "--image", required=True, help="container image with the app's code and asya installed"
+    )
+    parser.add_argument(
+        "--namespace",
+        help="Kubernetes namespace of the actors (default: the Helm release's namespace)",
+    )
+    parser.add_argument(
+        "--values-overlay",
+        type=Path,
+        metavar="FILE",
+        help="YAML merged over the rendered values (maps merge, lists and scalars replace,"
+        " null removes a key)",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        default="-",
+        metavar="FILE",
+        help="where to write the values (default: stdout)",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Raises: ActorDefinitionError (the app), RenderError (image, namespace, overlay)."""
+    yaml = _yaml()
+    if args.namespace is not None and not _DNS_LABEL.fullmatch(args.namespace):
+        raise RenderError(
+            f"--namespace '{args.namespace}' is not a Kubernetes namespace name: lowercase"
+            " letters, digits and '-', at most 63, starting and ending with a letter or digit"
+        )
+    app = load_app(args.app)
+    values, rounded = render_values(app.specs, image=args.image, namespace=args.namespace)
+    if args.values_overlay is not None:
+        values = merge_overlay(values, _overlay(args.values_overlay, yaml))
+    for item in rounded:
+        print(
+            f"asya render: {item.actor}: {item.field} is whole seconds on Kubernetes;"
+            f" {item.given:g} s written as {item.written}",
+            file=sys.stderr,
+        )
+    text = _HEADER.format(app=args.app) + yaml.safe_dump(values, sort_keys=False)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise RenderError(f"cannot write {args.output}: {exc.strerror}") from exc
+        print(f"asya render: {len(values['actors'])} actors written to {args.output}")
+    return EXIT_OK
+
+
+_HEADER = (
+    "# Values for the asya-pipeline chart, written by `asya render {app}`.\n"
+    "# Render again after changing a decorator; put what decorators cannot say in an overlay.\n"
+)
+
+
+def _yaml() -> Any:
+    try:
+        import yaml  # optional: only rendering needs PyYAML
+    except ImportError as exc:
+        raise RenderError(
+            "asya render writes YAML and needs PyYAML: pip install 'asya[yaml]'"
+        ) from exc
+    return yaml
+
+
+def _overlay(path: Path, yaml: Any) -> dict[str, Any]:
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise RenderError(f"--values-overlay {path}: cannot read it: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise RenderError(f"--values-overlay {path}: not valid YAML: {exc}") from exc
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise RenderError(f"--values-overlay {path}: must be a mapping of values, got {raw!r:.60}")
+    return raw

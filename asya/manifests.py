@@ -1,0 +1,150 @@
+"""Helm values for the `asya-pipeline` chart from decorated actors: what `asya render` writes.
+
+The `@actor` decorator is the source of truth for an app's actors; these values are how it
+reaches a cluster. Each actor becomes an entry under `actors`, keyed by its name, holding the
+AsyncActor `spec` fields (camelCase, as the CRD names them) that its decorator sets to a value
+other than asya's default. A field left out takes the CRD's default, which is the same number
+(a test holds the CRD, `ActorSpec` and the charts to that), so the chart, the cluster and
+`asya dev` agree without repeating every default in every values file.
+
+What a decorator cannot say (the image, a flavor, env, the broker Secret) comes from
+`render_values`' arguments or an overlay merged over the result (`merge_overlay`).
+
+Pure: no I/O; `asya.cli.render` reads the app and writes the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from asya.actor import ActorSpec, Resources, Scaling
+from asya.errors import AsyaError
+from asya.retry import RetryPolicy
+
+_SCALING: Final = Scaling()
+_RESOURCES: Final = Resources()
+_RETRY: Final = RetryPolicy()
+_SPEC_DEFAULTS: Final = {
+    f.name: f.default for f in dataclasses.fields(ActorSpec) if f.default is not dataclasses.MISSING
+}
+
+# Decorator field -> AsyncActor field, for the fields that map one to one.
+_SCALING_FIELDS: Final = (
+    ("min_replicas", "minReplicas"),
+    ("max_replicas", "maxReplicas"),
+    ("queue_length", "queueLength"),
+    ("activation", "activationQueueLength"),
+)
+_RETRY_FIELDS: Final = (
+    ("max_attempts", "maxAttempts"),
+    ("base_delay_ms", "baseDelayMs"),
+    ("factor", "factor"),
+    ("max_delay_ms", "maxDelayMs"),
+    ("jitter", "jitter"),
+    ("retry_timeouts", "retryTimeouts"),
+)
+
+
+class RenderError(AsyaError):
+    """The actors cannot be written as chart values (a bad overlay, an empty image)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Rounded:
+    """A decorator value the CRD cannot hold exactly, and what was written instead."""
+
+    actor: str
+    field: str
+    given: float
+    written: int
+
+
+def render_values(
+    specs: Iterable[ActorSpec], *, image: str, namespace: str | None = None
+) -> tuple[dict[str, Any], list[Rounded]]:
+    """Values for `asya-pipeline` with one entry per actor, and the values that were rounded.
+
+    KEDA counts whole seconds: a fractional `cooldown_s` or `polling_interval_s` is rounded up
+    (polling to at least 1 s) and reported, so the caller can say so.
+
+    Raises:
+        RenderError: `image` is empty.
+    """
+    if not image.strip():
+        raise RenderError("--image is empty: give the image holding the actors' code")
+    rounded: list[Rounded] = []
+    actors = {spec.name: _actor_values(spec, rounded) for spec in sorted(specs, key=_name)}
+    values: dict[str, Any] = {"image": image}
+    if namespace:
+        values["namespace"] = namespace
+    values["actors"] = actors
+    return values, rounded
+
+
+def _name(spec: ActorSpec) -> str:
+    return spec.name
+
+
+def _actor_values(spec: ActorSpec, rounded: list[Rounded]) -> dict[str, Any]:
+    entry: dict[str, Any] = {"handler": spec.ref}
+    scaling = _changed(spec.scaling, _SCALING, _SCALING_FIELDS)
+    for field, key, minimum in (
+        ("polling_interval_s", "pollingInterval", 1),
+        ("cooldown_s", "cooldownPeriod", 0),
+    ):
+        given = getattr(spec.scaling, field)
+        if given != getattr(_SCALING, field):
+            written = max(minimum, math.ceil(given))
+            scaling[key] = written
+            if written != given:
+                rounded.append(Rounded(spec.name, f"scaling.{key}", given, written))
+    if scaling:
+        entry["scaling"] = scaling
+    resources = {
+        key: getattr(spec.resources, key)
+        for key in ("cpu", "memory", "gpus")
+        if getattr(spec.resources, key) != getattr(_RESOURCES, key)
+    }
+    if resources:
+        entry["resources"] = resources
+    if spec.concurrency != _SPEC_DEFAULTS["concurrency"]:
+        entry["concurrency"] = spec.concurrency
+    if spec.timeout_s != _SPEC_DEFAULTS["timeout_s"]:
+        entry["timeoutSeconds"] = float(spec.timeout_s)
+    retry = _changed(spec.retry, _RETRY, _RETRY_FIELDS)
+    if retry:
+        # The CR's retry replaces the decorator's policy whole: write every field, so an
+        # override never silently resets the fields the decorator did set.
+        entry["retry"] = {key: getattr(spec.retry, field) for field, key in _RETRY_FIELDS}
+    if spec.batch is not None:
+        entry["batch"] = {"size": spec.batch, "waitMs": spec.batch_wait_ms}
+    if spec.pool is not None:
+        entry["pool"] = spec.pool
+    if spec.priority != _SPEC_DEFAULTS["priority"]:
+        entry["priority"] = spec.priority
+    return entry
+
+
+def _changed(value: object, default: object, fields: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    return {
+        key: getattr(value, field)
+        for field, key in fields
+        if getattr(value, field) != getattr(default, field)
+    }
+
+
+def merge_overlay(values: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """`values` with `overlay` merged over it as Helm merges values files: mappings merge key
+    by key, anything else (lists included) is replaced, and `None` removes the key."""
+    merged = dict(values)
+    for key, value in overlay.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merge_overlay(merged[key], value)
+        else:
+            merged[key] = value
+    return merged

@@ -1,0 +1,192 @@
+"""The asya-operator chart, rendered and linted by real Helm, every object validated."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import yaml
+from asya_operator.config import OperatorConfig, load_operator_config, operator_env_var
+
+from tests.charts.chart_checks import (
+    OPERATOR_CHART,
+    RELEASE,
+    check_all,
+    lint_problems,
+    notes,
+    of_kind,
+    rendered,
+    values_error,
+)
+
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+VALUE_SETS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "one namespace, a ServiceMonitor, own images": {
+        "watchNamespace": "team-a",
+        "image": {"repository": "registry.example.com/asya-operator", "tag": "0.1.0-rc1"},
+        "sidecar": {"image": {"repository": "registry.example.com/asya-sidecar", "tag": "rc1"}},
+        "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
+        "config": {"graceS": 120, "recheckS": 5.0},
+        "tolerations": [{"key": "system", "operator": "Exists"}],
+    },
+}
+
+
+def container(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    (deployment,) = of_kind(objects, "Deployment").values()
+    (operator,) = deployment["spec"]["template"]["spec"]["containers"]
+    return operator
+
+
+def env_of(objects: list[dict[str, Any]]) -> dict[str, str]:
+    return {item["name"]: item["value"] for item in container(objects)["env"]}
+
+
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_every_value_set_renders_valid_objects_and_lints_clean(values):
+    objects = rendered(OPERATOR_CHART, values)
+
+    check_all(objects)
+    assert lint_problems(OPERATOR_CHART, values) == []
+    kinds = sorted(obj["kind"] for obj in objects)
+    assert {"ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount"} <= set(
+        kinds
+    )
+
+
+def test_the_chart_defaults_are_the_operators_own_defaults():
+    env = env_of(rendered(OPERATOR_CHART, {}))
+
+    config = load_operator_config(env)
+
+    # Every field reaches the operator from the chart, with the value the code defaults to.
+    assert {operator_env_var(f.name) for f in msgspec.structs.fields(OperatorConfig)} <= set(env)
+    assert config == OperatorConfig(sidecar_image="ghcr.io/asya-sh/asya-sidecar:0.1.0")
+
+
+def test_config_values_and_images_reach_the_operator():
+    objects = rendered(OPERATOR_CHART, VALUE_SETS["one namespace, a ServiceMonitor, own images"])
+
+    config = load_operator_config(env_of(objects))
+    operator = container(objects)
+
+    assert (config.grace_s, config.recheck_s) == (120, 5.0)
+    assert config.sidecar_image == "registry.example.com/asya-sidecar:rc1"
+    assert operator["image"] == "registry.example.com/asya-operator:0.1.0-rc1"
+    assert operator["args"] == ["run", "--namespace", "team-a"]
+
+
+def test_the_operator_runs_restricted_with_probes_on_its_port():
+    objects = rendered(OPERATOR_CHART, {"port": 9090})
+    (deployment,) = of_kind(objects, "Deployment").values()
+    pod = deployment["spec"]["template"]["spec"]
+    operator = container(objects)
+
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert operator["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert operator["ports"] == [{"name": "http", "containerPort": 9090, "protocol": "TCP"}]
+    assert operator["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert env_of(objects)["ASYA_OPERATOR_PORT"] == "9090"
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+
+
+def rules(objects: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    (role,) = of_kind(objects, "ClusterRole").values()
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+# What the controller's handlers and kopf itself call (asya_operator.cluster, .controller).
+NEEDED = {("asya.sh", "asyncactors", verb) for verb in ("get", "list", "watch", "patch")} | {
+    ("asya.sh", "asyncactors/status", "patch"),
+    ("asya.sh", "resourceflavors", "get"),
+    ("apps", "deployments", "create"),
+    ("apps", "deployments", "patch"),
+    ("apps", "deployments", "watch"),
+    ("keda.sh", "scaledobjects", "create"),
+    ("keda.sh", "scaledobjects", "patch"),
+    ("keda.sh", "triggerauthentications", "patch"),
+    ("", "secrets", "get"),
+    ("", "events", "create"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
+}
+
+
+def test_the_cluster_role_grants_what_the_operator_calls_and_no_more_than_it_may():
+    granted = rules(rendered(OPERATOR_CHART, {}))
+
+    assert granted >= NEEDED
+    assert not {rule for rule in granted if "*" in rule}
+    assert not {rule for rule in granted if rule[2] in ("delete", "deletecollection")}
+    assert {rule for rule in granted if rule[1] == "secrets"} == {("", "secrets", "get")}
+
+
+def test_the_service_monitor_scrapes_the_metrics_service():
+    objects = rendered(OPERATOR_CHART, {"metrics": {"serviceMonitor": {"enabled": True}}})
+
+    (service,) = of_kind(objects, "Service").values()
+    (monitor,) = of_kind(objects, "ServiceMonitor").values()
+    (deployment,) = of_kind(objects, "Deployment").values()
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert monitor["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "30s"}]
+    assert [p["name"] for p in service["spec"]["ports"]] == ["http"]
+
+
+def test_a_service_monitor_without_the_service_is_refused():
+    message = values_error(
+        OPERATOR_CHART,
+        {"metrics": {"service": {"enabled": False}, "serviceMonitor": {"enabled": True}}},
+    )
+
+    assert "metrics.serviceMonitor.enabled needs metrics.service.enabled" in message
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({"config": {"graceSeconds": 3}}, "'graceSeconds' not allowed"),
+        ({"config": {"recheckS": "soon"}}, "/config/recheckS"),
+        ({"logLevel": "LOUD"}, "/logLevel"),
+        ({"watchNamespace": "Team_A"}, "/watchNamespace"),
+        ({"port": 70000}, "/port"),
+    ],
+)
+def test_bad_values_are_refused_at_render_naming_the_field(values, named):
+    assert named in values_error(OPERATOR_CHART, values)
+
+
+def test_the_charts_version_is_asyas_and_the_default_tags_follow_it():
+    version = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]["version"]
+    chart = yaml.safe_load((OPERATOR_CHART / "Chart.yaml").read_text(encoding="utf-8"))
+
+    operator = container(rendered(OPERATOR_CHART, {}))
+
+    assert chart["appVersion"] == version
+    assert operator["image"] == f"ghcr.io/asya-sh/asya-operator:{version}"
+
+
+def test_the_notes_say_what_to_do_next():
+    text = notes(OPERATOR_CHART, {})
+
+    assert f"kubectl logs deployment/{RELEASE}-asya-operator" in text
+    assert "kubectl create secret generic asya-broker" in text
+    assert "asya render" in text

@@ -1,0 +1,172 @@
+"""The asya-pipeline chart, rendered and linted by real Helm, every object validated."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from tests.charts.chart_checks import (
+    NAMESPACE,
+    PIPELINE_CHART,
+    check_all,
+    lint_problems,
+    notes,
+    of_kind,
+    rendered,
+    values_error,
+)
+
+ACTOR = {"handler": "app.text:normalize"}
+
+
+def pipeline(**values: Any) -> dict[str, Any]:
+    return {"image": "registry.example.com/app:1", **values}
+
+
+GPU_VALUES = pipeline(
+    flavors={
+        "h100": {
+            "nodeLabels": {"nvidia.com/gpu.product": "H100-SXM"},
+            "tolerations": [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+            ],
+        }
+    },
+    actors={
+        "embed": {
+            "handler": "app.models:Embed",
+            "flavor": "h100",
+            "resources": {"cpu": "4", "memory": "32Gi", "gpus": 1},
+            "scaling": {"minReplicas": 0, "maxReplicas": 4, "queueLength": 2},
+            "timeoutSeconds": 120.0,
+            "batch": {"size": 32, "waitMs": 50},
+        }
+    },
+)
+
+VALUE_SETS = {
+    "defaults": {},
+    "one actor": pipeline(actors={"normalize": ACTOR}),
+    "a GPU actor with a flavor": GPU_VALUES,
+    "actor defaults and an own Secret": pipeline(
+        actorDefaults={"flavor": "general", "scaling": {"cooldownPeriod": 30}},
+        broker={
+            "secretName": "team-broker",
+            "create": True,
+            "amqpUrl": "amqp://u:p@rabbitmq:5672/",
+            "managementUrl": "http://u:p@rabbitmq:15672/",
+        },
+        actors={"normalize": ACTOR, "split": {"handler": "app.text:split", "image": "other:2"}},
+    ),
+}
+
+
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_every_value_set_renders_valid_objects_and_lints_clean(values):
+    objects = rendered(PIPELINE_CHART, values)
+
+    check_all(objects)
+    assert lint_problems(PIPELINE_CHART, values) == []
+    assert len(of_kind(objects, "AsyncActor")) == len(values.get("actors", {}))
+
+
+def test_an_actor_gets_the_chart_wide_image_and_secret_and_keeps_only_what_it_sets():
+    (actor,) = rendered(PIPELINE_CHART, pipeline(actors={"normalize": ACTOR}))
+
+    assert actor["metadata"] == {
+        "name": "normalize",
+        "namespace": NAMESPACE,
+        "labels": actor["metadata"]["labels"],
+    }
+    assert actor["spec"] == {
+        "handler": "app.text:normalize",
+        "image": "registry.example.com/app:1",
+        "broker": {"secretName": "asya-broker"},
+    }
+
+
+def test_actor_defaults_go_under_each_actor_and_the_actors_own_values_win():
+    values = pipeline(
+        actorDefaults={"flavor": "general", "scaling": {"cooldownPeriod": 30, "maxReplicas": 3}},
+        actors={
+            "normalize": ACTOR,
+            "split": {"handler": "app.text:split", "scaling": {"maxReplicas": 8}},
+        },
+    )
+
+    actors = of_kind(rendered(PIPELINE_CHART, values), "AsyncActor")
+
+    assert actors["normalize"]["spec"]["scaling"] == {"cooldownPeriod": 30, "maxReplicas": 3}
+    assert actors["split"]["spec"]["scaling"] == {"cooldownPeriod": 30, "maxReplicas": 8}
+    assert {a["spec"]["flavor"] for a in actors.values()} == {"general"}
+    # The defaults are not changed in place for the next actor.
+    assert values["actorDefaults"]["scaling"]["maxReplicas"] == 3
+
+
+def test_a_gpu_actor_keeps_its_flavor_gpus_and_batching_and_the_flavor_is_created():
+    objects = rendered(PIPELINE_CHART, GPU_VALUES)
+
+    spec = of_kind(objects, "AsyncActor")["embed"]["spec"]
+    flavor = of_kind(objects, "ResourceFlavor")["h100"]
+    assert spec["resources"] == {"cpu": "4", "memory": "32Gi", "gpus": 1}
+    assert (spec["flavor"], spec["batch"]) == ("h100", {"size": 32, "waitMs": 50})
+    assert "namespace" not in flavor["metadata"]  # cluster-scoped
+    assert flavor["spec"]["nodeLabels"] == {"nvidia.com/gpu.product": "H100-SXM"}
+
+
+def test_the_namespace_value_places_the_actors_and_the_secret():
+    values = pipeline(
+        namespace="team-a",
+        broker={"secretName": "b", "create": True, "amqpUrl": "amqp://x", "managementUrl": "h"},
+        actors={"normalize": ACTOR},
+    )
+
+    objects = rendered(PIPELINE_CHART, values)
+
+    assert {obj["metadata"]["namespace"] for obj in objects} == {"team-a"}
+    secret = of_kind(objects, "Secret")["b"]
+    assert secret["stringData"] == {"amqp-url": "amqp://x", "management-url": "h"}
+
+
+BAD_VALUES = {
+    "a wrong type": (
+        pipeline(actors={"normalize": {**ACTOR, "concurrency": "four"}}),
+        "/actors/normalize/concurrency",
+    ),
+    "an unknown actor field": (
+        pipeline(actors={"normalize": {**ACTOR, "concurency": 4}}),
+        "'concurency' not allowed",
+    ),
+    "negative replicas": (
+        pipeline(actors={"normalize": {**ACTOR, "scaling": {"minReplicas": -1}}}),
+        "/actors/normalize/scaling/minReplicas",
+    ),
+    "an invalid actor name": (pipeline(actors={"Normalize_Text": ACTOR}), "'Normalize_Text'"),
+    "an unknown top-level key": (pipeline(actorz={}), "'actorz' not allowed"),
+    "a missing handler": (pipeline(actors={"normalize": {"concurrency": 2}}), "'handler'"),
+    "a bad quantity": (
+        pipeline(actors={"normalize": {**ACTOR, "resources": {"memory": "lots"}}}),
+        "/actors/normalize/resources/memory",
+    ),
+    "no image anywhere": ({"actors": {"normalize": ACTOR}}, "actors.normalize.image"),
+    "a Secret to create without its URL": (
+        pipeline(broker={"secretName": "b", "create": True, "managementUrl": "h"}),
+        "broker.amqpUrl",
+    ),
+}
+
+
+@pytest.mark.parametrize(("values", "named"), BAD_VALUES.values(), ids=BAD_VALUES.keys())
+def test_bad_values_are_refused_at_render_naming_the_field(values, named):
+    message = values_error(PIPELINE_CHART, copy.deepcopy(values))
+
+    assert named in message
+
+
+def test_the_notes_name_the_actors_and_how_to_create_the_missing_secret():
+    text = notes(PIPELINE_CHART, pipeline(actors={"split": ACTOR, "normalize": ACTOR}))
+
+    assert "AsyncActors in namespace apps: normalize, split." in text
+    assert "kubectl create secret generic asya-broker -n apps" in text
