@@ -22,6 +22,32 @@ from typing import Any, Final
 import msgspec
 import yaml
 
+from asya_operator.groups import (
+    ActorGroup,
+    ActorGroupSpec,
+    ActorGroupStatus,
+    GroupCondition,
+    GroupMember,
+    InstanceAdmission,
+    MemberAdmission,
+    MemberTemplate,
+)
+from asya_operator.pools import (
+    BorrowPolicyOverCohort,
+    Cohort,
+    CohortSpec,
+    CohortStatus,
+    FlavorQuotas,
+    FlavorUsage,
+    LabelSelectorRequirement,
+    NamespaceSelector,
+    PoolPreemption,
+    ResourcePool,
+    ResourcePoolSpec,
+    ResourcePoolStatus,
+    ResourceQuota,
+    ResourceUsage,
+)
 from asya_operator.resources import (
     GROUP,
     VERSION,
@@ -65,6 +91,28 @@ _MODEL: Final[dict[str, type[msgspec.Struct]]] = {
         ResourceFlavorSpec,
         Taint,
         Toleration,
+        ResourcePool,
+        ResourcePoolSpec,
+        ResourcePoolStatus,
+        PoolPreemption,
+        BorrowPolicyOverCohort,
+        NamespaceSelector,
+        LabelSelectorRequirement,
+        FlavorQuotas,
+        ResourceQuota,
+        FlavorUsage,
+        ResourceUsage,
+        Cohort,
+        CohortSpec,
+        CohortStatus,
+        ActorGroup,
+        ActorGroupSpec,
+        ActorGroupStatus,
+        GroupMember,
+        MemberTemplate,
+        GroupCondition,
+        InstanceAdmission,
+        MemberAdmission,
     )
 }
 _REF_PREFIX: Final = "#/$defs/"
@@ -94,7 +142,8 @@ def structural_schema(root: type[msgspec.Struct]) -> dict[str, Any]:
 def _convert(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     if "$ref" in node:
         name = node["$ref"].removeprefix(_REF_PREFIX)
-        inner = _convert_struct(name, defs)
+        # An enum (a closed set of strings, such as QueueingStrategy) is inlined as it is.
+        inner = _convert_struct(name, defs) if name in _MODEL else _convert(defs[name], defs)
         return _merge(inner, {k: v for k, v in node.items() if k != "$ref"})
     if "anyOf" in node:
         branches = [b for b in node["anyOf"] if b.get("type") != "null"]
@@ -264,9 +313,73 @@ def resource_flavor_crd() -> dict[str, Any]:
     )
 
 
+def resource_pool_crd() -> dict[str, Any]:
+    """The ResourcePool CRD: cluster-scoped, as Kueue's ClusterQueue, with `status`."""
+    return _crd(
+        ResourcePool,
+        plural="resourcepools",
+        scope="Cluster",
+        short_names=["pool"],
+        subresources={"status": {}},
+        printer_columns=[
+            _column("Cohort", "string", ".spec.cohort", "Cohort it shares quota in"),
+            _column("Strategy", "string", ".spec.queueingStrategy", "Queueing", priority=1),
+            _column("Admitted", "integer", ".status.admittedWorkloads", "Workloads holding quota"),
+            _column("Pending", "integer", ".status.pendingWorkloads", "Workloads waiting"),
+            _column("Age", "date", ".metadata.creationTimestamp", "Time since creation"),
+        ],
+    )
+
+
+def cohort_crd() -> dict[str, Any]:
+    """The Cohort CRD: cluster-scoped, with `status`."""
+    return _crd(
+        Cohort,
+        plural="cohorts",
+        scope="Cluster",
+        subresources={"status": {}},
+        printer_columns=[
+            _column("Parent", "string", ".spec.parent", "Parent cohort"),
+            _column("Age", "date", ".metadata.creationTimestamp", "Time since creation"),
+        ],
+    )
+
+
+def actor_group_crd() -> dict[str, Any]:
+    """The ActorGroup CRD: namespaced, with `status` and `scale` (gang instances) subresources."""
+    return _crd(
+        ActorGroup,
+        plural="actorgroups",
+        scope="Namespaced",
+        short_names=["ag"],
+        subresources={
+            "status": {},
+            "scale": {
+                "specReplicasPath": ".spec.replicas",
+                "statusReplicasPath": ".status.replicas",
+                "labelSelectorPath": ".status.selector",
+            },
+        },
+        printer_columns=[
+            _column("Pool", "string", ".spec.pool", "ResourcePool"),
+            _column("Priority", "integer", ".spec.priority", "Admission priority"),
+            _column("Desired", "integer", ".spec.replicas", "Gang instances asked for"),
+            _column("Admitted", "integer", ".status.admitted", "Instances holding quota"),
+            _column("Ready", "integer", ".status.ready", "Instances fully ready"),
+            _column("Age", "date", ".metadata.creationTimestamp", "Time since creation"),
+        ],
+    )
+
+
 def all_crds() -> list[dict[str, Any]]:
     """Every CRD asya installs."""
-    return [async_actor_crd(), resource_flavor_crd()]
+    return [
+        async_actor_crd(),
+        resource_flavor_crd(),
+        resource_pool_crd(),
+        cohort_crd(),
+        actor_group_crd(),
+    ]
 
 
 def file_name(crd: dict[str, Any]) -> str:
@@ -276,9 +389,9 @@ def file_name(crd: dict[str, Any]) -> str:
 
 def render(crd: dict[str, Any]) -> str:
     """The CRD as the YAML file it is committed as, with a do-not-edit header."""
+    module = _MODEL[crd["spec"]["names"]["kind"]].__module__.replace(".", "/")
     header = (
-        "# Generated from operator/asya_operator/resources.py; do not edit by hand.\n"
-        f"# Regenerate: {REGENERATE}\n"
+        f"# Generated from operator/{module}.py; do not edit by hand.\n# Regenerate: {REGENERATE}\n"
     )
     body = yaml.safe_dump(crd, sort_keys=False, default_flow_style=False, width=100)
     return header + body

@@ -105,11 +105,15 @@ def test_a_cr_breaking_a_cel_rule_is_rejected_with_that_rules_message_only(cr, f
     assert fix in found[0]
 
 
+COVERED_HERE = ("AsyncActor", "ResourceFlavor")
+"""The admission kinds' rules are covered in test_admission_cel_rules.py."""
+
+
 def test_every_cel_rule_in_the_crds_has_a_broken_cr_above_that_it_rejects():
     messages = {
         rule["message"]
-        for crd in CRDS.values()
-        for _, rule in rules_with_paths(openapi_schema(crd))
+        for kind in COVERED_HERE
+        for _, rule in rules_with_paths(openapi_schema(CRDS[kind]))
     }
     rejected = {
         message.split(": ", 1)[1]

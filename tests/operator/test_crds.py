@@ -91,11 +91,12 @@ def test_every_cel_rule_compiles_and_has_a_message(kind):
         assert rule["message"], path
 
 
-def test_the_scale_subresource_and_printer_columns_point_at_fields_the_schema_has():
-    crd = CRDS["AsyncActor"]
+@pytest.mark.parametrize("kind", sorted(CRDS))
+def test_the_scale_subresource_and_printer_columns_point_at_fields_the_schema_has(kind):
+    crd = CRDS[kind]
     (version,) = crd["spec"]["versions"]
     schema = version["schema"]["openAPIV3Schema"]
-    paths = list(version["subresources"]["scale"].values())
+    paths = list(version.get("subresources", {}).get("scale", {}).values())
     paths += [c["jsonPath"] for c in version["additionalPrinterColumns"]]
     for path in paths:
         if path.startswith(".metadata."):
@@ -104,4 +105,20 @@ def test_the_scale_subresource_and_printer_columns_point_at_fields_the_schema_ha
         for part in path.lstrip(".").split("."):
             node = node["properties"][part]
         assert "type" in node, path
+
+
+@pytest.mark.parametrize(
+    ("kind", "scope", "has_scale"),
+    [
+        ("AsyncActor", "Namespaced", True),
+        ("ActorGroup", "Namespaced", True),
+        ("ResourcePool", "Cluster", False),
+        ("Cohort", "Cluster", False),
+    ],
+)
+def test_each_kind_has_its_scope_a_status_and_a_scale_where_keda_drives_it(kind, scope, has_scale):
+    (version,) = CRDS[kind]["spec"]["versions"]
+
+    assert CRDS[kind]["spec"]["scope"] == scope
     assert version["subresources"]["status"] == {}
+    assert ("scale" in version["subresources"]) is has_scale
