@@ -157,6 +157,13 @@ class RuntimeSettings(msgspec.Struct, frozen=True, kw_only=True):
             " async ones",
         ),
     ] = 0
+    actor_overrides: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="JSON object overriding the decorator's timeoutSeconds, concurrency,"
+            " retry and batch, as an AsyncActor names them (the operator sets it)",
+        ),
+    ] = None
 
 
 class ProcessSettings(msgspec.Struct, frozen=True, kw_only=True):

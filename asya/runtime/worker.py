@@ -20,6 +20,7 @@ from asya import event_loop, logs
 from asya.envelope import Limits
 from asya.errors import AsyaError
 from asya.handler import LocalInvoker, load_handler
+from asya.overrides import apply_overrides, parse_overrides
 from asya.runtime.connection import Connection
 from asya.runtime.frames import Fault, actor_info, encode_frame, frame_bounds
 from asya.settings import load_settings
@@ -33,7 +34,9 @@ def capacity_of(is_async: bool, concurrency: int) -> int:
     return concurrency if is_async else 1
 
 
-async def _serve(fd: int, handler: str | None, grace_s: float, limits: Limits) -> int:
+async def _serve(
+    fd: int, handler: str | None, overrides: str | None, grace_s: float, limits: Limits
+) -> int:
     sock = socket.socket(fileno=fd)
     reader, writer = await asyncio.open_unix_connection(sock=sock)
     abandoned = asyncio.Event()
@@ -41,6 +44,8 @@ async def _serve(fd: int, handler: str | None, grace_s: float, limits: Limits) -
         if not handler:
             raise AsyaError("ASYA_HANDLER is not set: name the handler as module:attr")
         spec = load_handler(handler)
+        if overrides:
+            spec = apply_overrides(spec, parse_overrides(overrides))
         invoker = LocalInvoker(spec, on_abandon=abandoned.set)
         await invoker.start()
     except AsyaError as exc:
@@ -80,7 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     logs.configure(settings.process)
     runtime = settings.runtime
-    main = _serve(int(args[0]), runtime.handler, runtime.grace_s, settings.limits)
+    main = _serve(
+        int(args[0]), runtime.handler, runtime.actor_overrides, runtime.grace_s, settings.limits
+    )
     return event_loop.run(main, settings.process.event_loop)
 
 

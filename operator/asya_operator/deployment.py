@@ -158,6 +158,22 @@ def _runtime_probe() -> dict[str, Any]:
     return {"exec": {"command": list(PROBE_COMMAND)}, "timeoutSeconds": 5}
 
 
+def _execution_overrides(actor: AsyncActor) -> str | None:
+    """The CR's execution fields the decorator's give way to, as the runtime reads them
+    (`asya.overrides`); None when the CR sets none."""
+    spec = actor.spec
+    fields = {
+        "timeoutSeconds": spec.timeout_seconds,
+        "concurrency": spec.concurrency,
+        "retry": spec.retry,
+        "batch": spec.batch,
+    }
+    given = {
+        name: msgspec.to_builtins(value) for name, value in fields.items() if value is not None
+    }
+    return msgspec.json.encode(given).decode() if given else None
+
+
 def _runtime_container(actor: AsyncActor, config: OperatorConfig) -> dict[str, Any]:
     spec = actor.spec
     ours = [
@@ -165,6 +181,9 @@ def _runtime_container(actor: AsyncActor, config: OperatorConfig) -> dict[str, A
         _env(env_var("socket_path"), config.socket_path),
         _env(env_var("grace_s"), str(config.grace_s)),
     ]
+    overrides = _execution_overrides(actor)
+    if overrides is not None:
+        ours.append(_env(env_var("actor_overrides"), overrides))
     reserved = {var["name"] for var in ours}
     # The user's variables first; a name the operator sets is the operator's.
     users = [

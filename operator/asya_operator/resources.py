@@ -13,10 +13,10 @@ Which side decides what, for the fields that `@actor(...)` also has:
   never imports user code, so it cannot see a decorator's `min_replicas=` or `gpus=`: on
   Kubernetes these are written in the CR (defaults: `@actor`'s defaults). The decorator's values
   are what the local runner uses.
-- **Execution** (`retry`, `timeoutSeconds`, `concurrency`, `batch`) is the decorator's: the
-  runtime in the pod reads it from `@actor` and tells the sidecar in its Pong. The CR fields
-  are optional overrides (unset = the decorator's value) and are **not yet applied** by
-  anything; their descriptions say so.
+- **Execution** (`retry`, `timeoutSeconds`, `concurrency`, `batch`) is the decorator's unless
+  the CR overrides it: the runtime in the pod reads `@actor`, applies the CR's fields over it
+  (the operator passes them as `ASYA_ACTOR_OVERRIDES`, see `asya.overrides`) and tells the
+  sidecar the result in its Pong. Unset = the decorator's value.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ _ObjectName = Annotated[str, msgspec.Meta(max_length=253, pattern=DNS_SUBDOMAIN_
 _LIST_MAP_BY_NAME: Final = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
 _LIST_MAP_BY_TYPE: Final = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
 
-_NOT_YET_APPLIED: Final = " Not yet applied: the runtime takes this from the decorator today."
+_OVERRIDE: Final = " Passed to the runtime, which applies it over the decorator's."
 
 
 # --- AsyncActor --------------------------------------------------------------------------
@@ -305,24 +305,22 @@ class AsyncActorSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     )
     retry: Annotated[
         ActorRetry | None,
-        _doc(
-            "Override of the decorator's retry policy; unset = the decorator's." + _NOT_YET_APPLIED
-        ),
+        _doc("Override of the decorator's retry policy; unset = the decorator's." + _OVERRIDE),
     ] = None
     timeout_seconds: Annotated[
         float | None,
-        _doc("Override of the decorator's timeout_s; unset = the decorator's." + _NOT_YET_APPLIED),
+        _doc("Override of the decorator's timeout_s; unset = the decorator's." + _OVERRIDE),
     ] = None
     concurrency: Annotated[
         _Positive | None,
         _doc(
             "Override of the decorator's concurrency (calls in flight per replica); unset = the"
-            " decorator's." + _NOT_YET_APPLIED
+            " decorator's." + _OVERRIDE
         ),
     ] = None
     batch: Annotated[
         ActorBatch | None,
-        _doc("Override of the decorator's batching; unset = the decorator's." + _NOT_YET_APPLIED),
+        _doc("Override of the decorator's batching; unset = the decorator's." + _OVERRIDE),
     ] = None
     pool: Annotated[
         _ObjectName | None,

@@ -6,6 +6,8 @@ import pytest
 from asya_operator.config import OperatorConfig
 from asya_operator.deployment import plan_deployment
 
+from asya.actor import build_spec
+from asya.overrides import apply_overrides, parse_overrides
 from tests.operator.plan_builders import async_actor, resource_flavor
 
 CONFIG = OperatorConfig(sidecar_image="registry.example.com/asya-sidecar:9.9")
@@ -45,6 +47,27 @@ def test_the_runtime_runs_the_users_image_with_the_handler_and_the_socket():
         {"name": "asya-socket", "mountPath": "/var/run/asya"},
         {"name": "tmp", "mountPath": "/tmp"},
     ]
+
+
+def test_the_crs_execution_fields_reach_the_runtime_as_overrides_it_applies():
+    actor = async_actor(
+        timeoutSeconds=5.0,
+        concurrency=3,
+        retry={"maxAttempts": 2},
+        batch={"size": 16},
+    )
+
+    env = {var["name"]: var["value"] for var in container(deployment(actor), "runtime")["env"]}
+
+    overrides = parse_overrides(env["ASYA_ACTOR_OVERRIDES"])
+    spec = apply_overrides(build_spec(_handler, {"name": "normalize"}), overrides)
+    assert (spec.timeout_s, spec.concurrency, spec.batch) == (5.0, 3, 16)
+    assert spec.retry.max_attempts == 2
+    assert "ASYA_ACTOR_OVERRIDES" not in str(container(deployment(), "runtime")["env"])
+
+
+def _handler(payload):
+    return payload
 
 
 def test_the_sidecar_gets_actor_namespace_socket_port_and_the_broker_url_from_the_secret():
