@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from asya_operator.config import OperatorConfig
+import yaml
+from asya_operator.config import DEFAULT_SIDECAR_IMAGE, OperatorConfig
 from asya_operator.deployment import RUNTIME_COMMAND, SIDECAR_COMMAND
 
 from tests.images.dockerfiles import REPO, Dockerfile, dockerignore_patterns, is_ignored, parse
@@ -28,7 +29,8 @@ IMAGE_DOCKERFILES = [REPO / "images" / image / "Dockerfile" for image in IMAGES]
 EXAMPLE_DOCKERFILES = sorted((REPO / "examples").glob("*/Dockerfile"))
 ALL_DOCKERFILES = IMAGE_DOCKERFILES + EXAMPLE_DOCKERFILES
 
-RUNTIME_BASE = "ghcr.io/asya-sh/asya-runtime"
+REGISTRY = "ghcr.io/asya-sh"
+RUNTIME_BASE = f"{REGISTRY}/asya-runtime"
 
 # The operator declares each actor's queues over AMQP, so it needs the broker client too; the
 # runtime never talks to the broker (only the sidecar does), so it gets asya's core alone.
@@ -312,3 +314,33 @@ runpy.run_module("asya.runtime", run_name="__main__")
 
     assert result.returncode == 0, result.stderr
     assert "ASYA_HANDLER" in result.stdout
+
+
+def _stage_arg(dockerfile: Dockerfile, name: str) -> str | None:
+    for arg in dockerfile.final.all("ARG"):
+        key, _, default = arg.args.partition("=")
+        if key == name:
+            return default
+    return None
+
+
+@pytest.mark.parametrize("path", IMAGE_DOCKERFILES, ids=IMAGES)
+def test_image_version_label_is_the_distributions_version(path):
+    version = _pyproject()["project"]["version"]
+
+    assert _stage_arg(parse(path), "VERSION") == version
+
+
+def test_image_names_are_the_ones_the_operator_and_the_charts_pull():
+    version = _pyproject()["project"]["version"]
+    operator_values = yaml.safe_load(
+        (REPO / "charts/asya-operator/values.yaml").read_text(encoding="utf-8")
+    )
+    chart = yaml.safe_load((REPO / "charts/asya-operator/Chart.yaml").read_text(encoding="utf-8"))
+    quickstart = parse(REPO / "examples" / "quickstart" / "Dockerfile")
+
+    assert f"{REGISTRY}/asya-sidecar:{version}" == DEFAULT_SIDECAR_IMAGE
+    assert operator_values["image"]["repository"] == f"{REGISTRY}/asya-operator"
+    assert operator_values["sidecar"]["image"]["repository"] == f"{REGISTRY}/asya-sidecar"
+    assert chart["appVersion"] == version
+    assert quickstart.global_args["RUNTIME_IMAGE"] == f"{RUNTIME_BASE}:{version}"
