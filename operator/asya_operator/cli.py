@@ -1,9 +1,10 @@
 """`asya-operator`: the operator's command line.
 
-`asya-operator plan FILE.yaml...` reads AsyncActors and ResourceFlavors from the files
-(multi-document YAML), and prints as YAML every object the operator would create for them:
-a platform engineer's dry run, with no cluster. Exits 2 with one line naming the file and what
-is wrong when a CR is bad.
+`asya-operator plan FILE.yaml...` reads asya's CRs from the files (multi-document YAML), and
+prints as YAML every object the operator would create for them: a platform engineer's dry run,
+with no cluster. When the files hold ResourcePools, it then prints, as YAML comments, the
+admission what-if for them (`asya_operator.scenario`). Exits 2 with one line naming the file
+and what is wrong when a CR is bad.
 
 `asya-operator run [--namespace NS] [--verbose]` runs the controller (`asya_operator.controller`)
 with kopf until interrupted: in a pod with its service account, elsewhere with the kubeconfig
@@ -20,15 +21,21 @@ from pathlib import Path
 import kopf
 import yaml
 
+from asya.admission.scheduler import simulate
 from asya_operator.config import DEFAULT_SIDECAR_IMAGE, OperatorConfig
 from asya_operator.metadata import PLACEHOLDER_NAMESPACE
-from asya_operator.plan import CrError, Document, PlannedObject, plan_objects, read_crs
+from asya_operator.plan import CrError, Crs, Document, PlannedObject, plan_objects, read_crs
+from asya_operator.scenario import decisions, render_decisions, snapshot_of
 
 _PLAN_HELP = (
     "Print, as YAML, every object the operator would create for the AsyncActors and"
     " ResourceFlavors in the files: each actor's Deployment, TriggerAuthentication and"
     " ScaledObject, and each namespace's end actors. Offline: no cluster is read. Owner"
-    " references are left out (an AsyncActor has no uid until it is applied)."
+    " references are left out (an AsyncActor has no uid until it is applied). When the files"
+    " hold ResourcePools (with Cohorts, ActorGroups, Namespaces), the admission what-if"
+    " follows as YAML comments: which AsyncActors and ActorGroup instances the pools would"
+    " admit if every queue asked for its most, with which flavor and count, which would be"
+    " preempted, and why the rest would wait."
 )
 
 
@@ -57,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--namespace",
         default=PLACEHOLDER_NAMESPACE,
-        help="namespace of the AsyncActors that name none (default: %(default)s)",
+        help="namespace of the AsyncActors and ActorGroups that name none (default: %(default)s)",
     )
     run = commands.add_parser(
         "run", help="run the controller (kopf) against the cluster", description=_RUN_HELP
@@ -110,12 +117,25 @@ def _plan(args: argparse.Namespace) -> int:
     config = OperatorConfig(sidecar_image=args.sidecar_image)
     try:
         documents = [doc for path in args.files for doc in _documents(path)]
-        planned = plan_objects(read_crs(documents, args.namespace), config)
+        crs = read_crs(documents, args.namespace)
+        text = render(plan_objects(crs, config)) + _admission(crs)
     except CrError as exc:
         print(f"asya-operator plan: {exc}", file=sys.stderr)
         return 2
-    sys.stdout.write(render(planned))
+    sys.stdout.write(text)
     return 0
+
+
+def _admission(crs: Crs) -> str:
+    """The admission what-if as YAML comments, or nothing when the files hold no pool.
+
+    Raises:
+        CrError: the engine refuses the scenario the CRs describe.
+    """
+    if not crs.pools:
+        return ""
+    snapshot = snapshot_of(crs)
+    return render_decisions(decisions(snapshot, simulate(snapshot.scenario)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

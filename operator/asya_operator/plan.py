@@ -4,7 +4,9 @@ Pure: documents (already parsed from YAML, each with where it came from) in, typ
 the planned objects out. No cluster is asked anything, so what a cluster would hold is taken
 from the documents: a flavor must be among them (ResourceFlavors are cluster-wide), and the
 broker Secrets are assumed to exist. A bad document is a `CrError` naming the file, the
-document and what to fix.
+document and what to fix. ResourcePools, Cohorts, ActorGroups and Namespaces are read too:
+the controller makes no object for them yet, and `asya_operator.scenario` turns them into the
+admission what-if.
 """
 
 from __future__ import annotations
@@ -21,14 +23,20 @@ from asya.errors import AsyaError
 from asya.routing import END_ACTORS
 from asya_operator.config import OperatorConfig
 from asya_operator.deployment import plan_deployment, plan_end_actors
+from asya_operator.groups import ActorGroup
 from asya_operator.metadata import actor_name, actor_namespace
+from asya_operator.pools import Cohort, ResourcePool
 from asya_operator.resources import GROUP, VERSION, AsyncActor, ResourceFlavor
 from asya_operator.scaling import plan_scaled_object, plan_trigger_authentication
 
 _API_VERSION = f"{GROUP}/{VERSION}"
-_MODELS: dict[str, type[AsyncActor] | type[ResourceFlavor]] = {
+_Cr = AsyncActor | ResourceFlavor | ResourcePool | Cohort | ActorGroup
+_MODELS: dict[str, type[_Cr]] = {
     "AsyncActor": AsyncActor,
     "ResourceFlavor": ResourceFlavor,
+    "ResourcePool": ResourcePool,
+    "Cohort": Cohort,
+    "ActorGroup": ActorGroup,
 }
 
 
@@ -54,13 +62,20 @@ class PlannedObject:
 
 @dataclasses.dataclass(frozen=True)
 class Crs:
-    """The custom resources read: actors (in their namespaces) and flavors by name."""
+    """The custom resources read: actors and groups (in their namespaces), cluster-wide
+    flavors, pools and cohorts by name, and the labels of the Namespaces the files define."""
 
     actors: list[tuple[str, AsyncActor]]
     flavors: dict[str, ResourceFlavor]
+    pools: dict[str, ResourcePool] = dataclasses.field(default_factory=dict)
+    cohorts: dict[str, Cohort] = dataclasses.field(default_factory=dict)
+    groups: list[tuple[str, ActorGroup]] = dataclasses.field(default_factory=list)
+    namespace_labels: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    ages: dict[tuple[str, str, str], int] = dataclasses.field(default_factory=dict)
+    """(kind, namespace, name) of an actor or group -> its document's position (older first)."""
 
 
-def _decode(doc: Document) -> AsyncActor | ResourceFlavor | None:
+def _decode(doc: Document) -> _Cr | None:
     body = doc.body
     if body is None:
         return None
@@ -70,9 +85,10 @@ def _decode(doc: Document) -> AsyncActor | ResourceFlavor | None:
     if not str(api_version).startswith(f"{GROUP}/"):
         return None  # not ours (a Secret, a ConfigMap...): the operator makes nothing for it
     if api_version != _API_VERSION or kind not in _MODELS:
+        *kinds, last = _MODELS
         raise CrError(
             f"{doc.source}: {api_version} {kind} is not an asya CR: use apiVersion"
-            f" {_API_VERSION} and kind {' or '.join(_MODELS)}"
+            f" {_API_VERSION} and kind {', '.join(kinds)} or {last}"
         )
     name = (body.get("metadata") or {}).get("name")
     if not isinstance(name, str) or not name:
@@ -97,39 +113,82 @@ def _check_actor_name(source: str, name: str) -> None:
         )
 
 
-def read_crs(documents: Iterable[Document], default_namespace: str) -> Crs:
-    """The AsyncActors and ResourceFlavors among `documents`, checked for what plan needs.
+def _namespace_labels(body: Any) -> tuple[str, dict[str, str]] | None:
+    # A Namespace in the files says which labels a pool's namespaceSelector sees on it.
+    if not isinstance(body, dict) or (body.get("apiVersion"), body.get("kind")) != (
+        "v1",
+        "Namespace",
+    ):
+        return None
+    metadata = body.get("metadata") or {}
+    return str(metadata.get("name")), dict(metadata.get("labels") or {})
 
-    Raises:
-        CrError: a document is not a valid CR, an actor is defined twice, or an actor names a
-            flavor no document defines.
-    """
-    actors: list[tuple[str, AsyncActor]] = []
-    sources: dict[tuple[str, str], str] = {}
-    flavors: dict[str, ResourceFlavor] = {}
-    for doc in documents:
+
+class _Reader:
+    """Collects the CRs of many documents, refusing one defined twice."""
+
+    def __init__(self, default_namespace: str) -> None:
+        self.default_namespace = default_namespace
+        self.crs = Crs(actors=[], flavors={})
+        self.sources: dict[tuple[str, str, str], str] = {}
+
+    def add(self, doc: Document) -> None:
+        labels = _namespace_labels(doc.body)
+        if labels is not None:
+            self.crs.namespace_labels[labels[0]] = labels[1]
+            return
         cr = _decode(doc)
         if isinstance(cr, ResourceFlavor):
-            flavors[cr.metadata["name"]] = cr
+            self.crs.flavors[cr.metadata["name"]] = cr
+        elif isinstance(cr, ResourcePool):
+            self.crs.pools[self._once(doc, "ResourcePool", "", cr.metadata["name"])] = cr
+        elif isinstance(cr, Cohort):
+            self.crs.cohorts[self._once(doc, "Cohort", "", cr.metadata["name"])] = cr
+        elif isinstance(cr, ActorGroup):
+            namespace = self._namespace(cr.metadata)
+            self._once(doc, "ActorGroup", namespace, cr.metadata["name"])
+            self.crs.groups.append((namespace, cr))
         elif isinstance(cr, AsyncActor):
-            name, namespace = actor_name(cr), actor_namespace(cr, default_namespace)
+            name, namespace = actor_name(cr), actor_namespace(cr, self.default_namespace)
             _check_actor_name(doc.source, name)
-            if (namespace, name) in sources:
-                raise CrError(
-                    f"{doc.source}: AsyncActor {namespace}/{name} is already defined in"
-                    f" {sources[namespace, name]}: keep one"
-                )
-            sources[namespace, name] = doc.source
-            actors.append((namespace, cr))
-    for namespace, actor in actors:
-        wanted = actor.spec.flavor
-        if wanted is not None and wanted not in flavors:
+            self._once(doc, "AsyncActor", namespace, name)
+            self.crs.actors.append((namespace, cr))
+
+    def _namespace(self, metadata: dict[str, Any]) -> str:
+        return str(metadata.get("namespace") or self.default_namespace)
+
+    def _once(self, doc: Document, kind: str, namespace: str, name: str) -> str:
+        key = (kind, namespace, name)
+        if key in self.sources:
+            where = f"{namespace}/{name}" if namespace else name
             raise CrError(
-                f"{sources[namespace, actor_name(actor)]}: AsyncActor/{actor_name(actor)} names"
-                f" flavor {wanted}, which no file defines: add its ResourceFlavor (the operator"
-                " would leave the actor Degraded, FlavorNotFound)"
+                f"{doc.source}: {kind} {where} is already defined in {self.sources[key]}: keep one"
             )
-    return Crs(actors=actors, flavors=flavors)
+        self.sources[key] = doc.source
+        self.crs.ages[key] = len(self.crs.ages)
+        return name
+
+
+def read_crs(documents: Iterable[Document], default_namespace: str) -> Crs:
+    """The asya CRs among `documents` (and the Namespaces' labels), checked for what plan needs.
+
+    Raises:
+        CrError: a document is not a valid CR, a CR is defined twice, or an actor names a
+            flavor no document defines.
+    """
+    reader = _Reader(default_namespace)
+    for doc in documents:
+        reader.add(doc)
+    crs = reader.crs
+    for namespace, actor in crs.actors:
+        wanted = actor.spec.flavor
+        if wanted is not None and wanted not in crs.flavors:
+            raise CrError(
+                f"{reader.sources['AsyncActor', namespace, actor_name(actor)]}: AsyncActor/"
+                f"{actor_name(actor)} names flavor {wanted}, which no file defines: add its"
+                " ResourceFlavor (the operator would leave the actor Degraded, FlavorNotFound)"
+            )
+    return crs
 
 
 def plan_objects(crs: Crs, config: OperatorConfig) -> list[PlannedObject]:

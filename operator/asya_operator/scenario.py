@@ -1,0 +1,335 @@
+"""The admission scenario a set of CRs describes, and its decisions as `asya-operator plan` prints.
+
+Pure: typed CRs in, a `asya.admission` Scenario out (in the very format `asya admission
+simulate` reads, then loaded by the engine's own loader), and the engine's result out as the
+commented YAML `plan` appends. The what-if is "every queue asks for its max":
+- each AsyncActor with a `pool` is an elastic workload: one pod set of `scaling.maxReplicas`
+  pods, admitted with fewer if that is what fits, but at least max(1, minReplicas);
+- each ActorGroup instance (`spec.replicas` of them) is a gang workload: one pod set per
+  member, whole (or each member at its minReplicas) or not at all; an instance listed in
+  `status.admission` already holds that quota;
+- each ResourcePool is a pool, each Cohort a cohort; a pool's namespaceSelector is matched
+  against the namespaces the files know (their Namespace objects' labels, and the
+  `kubernetes.io/metadata.name` label every namespace carries);
+- age is the order of the documents: earlier is older.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+import msgspec
+import yaml
+
+from asya.admission.model import Scenario, load_scenario
+from asya.admission.scheduler import SimulationResult
+from asya.errors import AdmissionError
+from asya_operator.groups import GroupMember
+from asya_operator.metadata import actor_name
+from asya_operator.plan import CrError, Crs
+from asya_operator.pools import (
+    Cohort,
+    FlavorQuotas,
+    NamespaceSelector,
+    ResourcePool,
+    ResourceQuota,
+)
+from asya_operator.resources import ActorResources
+
+NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
+"""The label the API server gives every namespace: its name."""
+
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+"""The resource an actor's `resources.gpus` requests."""
+
+ACTOR_POD_SET: Final = "replica"
+"""The one pod set of an AsyncActor's workload."""
+
+_HEADER: Final = """\
+# ==== Admission what-if (offline) ========================================================
+# Every AsyncActor with a pool asks for scaling.maxReplicas replicas (admitted with fewer if
+# that is what fits, at least max(1, minReplicas)); every ActorGroup instance asks for all its
+# members at once (whole or not at all). Quota: the ResourcePools and Cohorts in the files;
+# an ActorGroup's status.admission is quota it already holds. Nothing here is applied: the
+# controller does not act on pools and groups yet.
+#
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkloadOrigin:
+    """The CR a workload stands for: an AsyncActor, or one instance of an ActorGroup."""
+
+    kind: str
+    namespace: str
+    name: str
+    instance: int | None = None
+    flavors: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
+    """Pod set -> the flavor its CR names (None: any)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Snapshot:
+    """The scenario, and which CR each of its workloads stands for."""
+
+    scenario: Scenario
+    origins: dict[str, WorkloadOrigin]
+
+
+def workload_name(namespace: str, name: str, instance: int | None = None) -> str:
+    """`ml-a/embed` for an AsyncActor, `ml-b/train[0]` for an ActorGroup's first instance."""
+    return f"{namespace}/{name}" if instance is None else f"{namespace}/{name}[{instance}]"
+
+
+def snapshot_of(crs: Crs) -> Snapshot:
+    """The admission scenario `crs` describe, checked by the engine's own loader.
+
+    Raises:
+        CrError: the engine refuses the scenario (a cohort loop, an admitted flavor the pool
+            lacks, ...); the message is the engine's.
+    """
+    origins: dict[str, WorkloadOrigin] = {}
+    workloads = _actor_workloads(crs, origins) + _group_workloads(crs, origins)
+    workloads.sort(key=lambda w: w["created"])
+    namespaces = _namespace_labels(crs, origins.values())
+    document = {
+        "cohorts": [_cohort(c) for c in crs.cohorts.values()],
+        "pools": [_pool(p, namespaces) for p in crs.pools.values()],
+        "workloads": workloads,
+    }
+    try:
+        return Snapshot(load_scenario(document), origins)
+    except AdmissionError as exc:
+        raise CrError(f"the admission scenario of these files: {exc}") from exc
+
+
+def _requests(resources: ActorResources) -> dict[str, str | int]:
+    requests: dict[str, str | int] = {}
+    if resources.cpu is not None:
+        requests["cpu"] = resources.cpu
+    if resources.memory is not None:
+        requests["memory"] = resources.memory
+    if resources.gpus:
+        requests[GPU_RESOURCE] = resources.gpus
+    return requests
+
+
+def _actor_workloads(crs: Crs, origins: dict[str, WorkloadOrigin]) -> list[dict[str, Any]]:
+    workloads = []
+    for namespace, actor in crs.actors:
+        spec = actor.spec
+        if spec.pool is None:
+            continue  # not gated by admission
+        name = workload_name(namespace, actor_name(actor))
+        origins[name] = WorkloadOrigin(
+            "AsyncActor", namespace, actor_name(actor), flavors={ACTOR_POD_SET: spec.flavor}
+        )
+        pod_set = {
+            "name": ACTOR_POD_SET,
+            "count": spec.scaling.max_replicas,
+            # Elastic: KEDA keeps minReplicas running, and one replica is worth admitting.
+            "minCount": max(1, spec.scaling.min_replicas),
+            "requests": _requests(spec.resources),
+        }
+        created = crs.ages["AsyncActor", namespace, actor_name(actor)]
+        workloads.append(_workload(name, spec.pool, namespace, spec.priority, created, [pod_set]))
+    return workloads
+
+
+def _group_workloads(crs: Crs, origins: dict[str, WorkloadOrigin]) -> list[dict[str, Any]]:
+    workloads = []
+    for namespace, group in crs.groups:
+        spec, group_name = group.spec, group.metadata["name"]
+        if spec.pool is None:
+            continue
+        held = {a.instance: a for a in (group.status.admission or ())} if group.status else {}
+        flavors = {m.name: m.template.flavor for m in spec.members}
+        created = crs.ages["ActorGroup", namespace, group_name]
+        # An instance beyond spec.replicas that still holds quota keeps it until it is stopped.
+        for instance in sorted(set(range(spec.replicas)) | set(held)):
+            name = workload_name(namespace, group_name, instance)
+            origins[name] = WorkloadOrigin("ActorGroup", namespace, group_name, instance, flavors)
+            pod_sets = [_member_pod_set(m) for m in spec.members]
+            workload = _workload(name, spec.pool, namespace, spec.priority, created, pod_sets)
+            if instance in held:
+                workload["admitted"] = [
+                    {"podSet": m.name, "flavor": m.flavor, "count": m.replicas}
+                    for m in held[instance].members
+                ]
+            workloads.append(workload)
+    return workloads
+
+
+def _member_pod_set(member: GroupMember) -> dict[str, Any]:
+    pod_set: dict[str, Any] = {
+        "name": member.name,
+        "count": member.replicas,
+        "requests": _requests(member.template.resources),
+    }
+    if member.min_replicas is not None:
+        pod_set["minCount"] = member.min_replicas
+    return pod_set
+
+
+def _workload(
+    name: str,
+    pool: str,
+    namespace: str,
+    priority: int,
+    created: int,
+    pod_sets: list[dict[str, Any]],
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "pool": pool,
+        "namespace": namespace,
+        "priority": priority,
+        "created": created,
+        "podSets": pod_sets,
+    }
+
+
+def _namespace_labels(crs: Crs, origins: Iterable[WorkloadOrigin]) -> dict[str, dict[str, str]]:
+    known = {o.namespace for o in origins} | set(crs.namespace_labels)
+    return {
+        ns: {**crs.namespace_labels.get(ns, {}), NAMESPACE_NAME_LABEL: ns} for ns in sorted(known)
+    }
+
+
+def selects(selector: NamespaceSelector, labels: Mapping[str, str]) -> bool:
+    """Whether a namespace with `labels` is one `selector` selects (metav1.LabelSelector)."""
+    for key, value in (selector.match_labels or {}).items():
+        if labels.get(key) != value:
+            return False
+    for requirement in selector.match_expressions or ():
+        present, values = requirement.key in labels, requirement.values or []
+        match requirement.operator:
+            case "In":
+                ok = present and labels[requirement.key] in values
+            case "NotIn":
+                ok = not present or labels[requirement.key] not in values
+            case "Exists":
+                ok = present
+            case _:
+                ok = not present
+        if not ok:
+            return False
+    return True
+
+
+def _quotas(quotas: list[FlavorQuotas] | None) -> list[dict[str, Any]]:
+    return [
+        {"flavor": fq.flavor, "resources": {q.name: _quota(q) for q in fq.resources}}
+        for fq in quotas or ()
+    ]
+
+
+def _quota(quota: ResourceQuota) -> dict[str, Any]:
+    out: dict[str, Any] = {"nominal": quota.nominal}
+    if quota.borrowing_limit is not None:
+        out["borrowingLimit"] = quota.borrowing_limit
+    if quota.lending_limit is not None:
+        out["lendingLimit"] = quota.lending_limit
+    return out
+
+
+def _pool(pool: ResourcePool, namespaces: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+    spec = pool.spec
+    out: dict[str, Any] = {
+        "name": pool.metadata["name"],
+        "queueingStrategy": spec.queueing_strategy.value,
+        "preemption": msgspec.to_builtins(spec.preemption),
+        "quotas": _quotas(spec.quotas),
+    }
+    if spec.cohort is not None:
+        out["cohort"] = spec.cohort
+    selector = spec.namespace_selector
+    if selector is not None and (selector.match_labels or selector.match_expressions):
+        out["namespaces"] = [ns for ns, labels in namespaces.items() if selects(selector, labels)]
+    return out
+
+
+def _cohort(cohort: Cohort) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": cohort.metadata["name"], "quotas": _quotas(cohort.spec.quotas)}
+    if cohort.spec.parent is not None:
+        out["parent"] = cohort.spec.parent
+    return out
+
+
+def decisions(snapshot: Snapshot, result: SimulationResult) -> dict[str, Any]:
+    """The engine's result in `asya admission simulate`'s shape, each workload with its kind
+    (and pool), and a note where one is admitted on a flavor other than the one its CR names."""
+    kinds = {name: origin.kind for name, origin in snapshot.origins.items()}
+    pools = {w.name: w.pool for w in snapshot.scenario.workloads}
+    admitted = []
+    for a in result.admitted:
+        pod_sets = [{"name": n, "flavor": f, "count": c} for n, f, c in a.pod_sets]
+        entry: dict[str, Any] = {"workload": a.workload, "kind": kinds[a.workload], "pool": a.pool}
+        entry |= {"borrowing": a.borrowing, "podSets": pod_sets}
+        note = _flavor_note(snapshot.origins[a.workload], pod_sets)
+        admitted.append(entry if note is None else entry | {"note": note})
+    preempted = [
+        {"workload": p.workload, "kind": kinds[p.workload], "preemptor": p.preemptor}
+        | {"reason": p.reason}
+        for p in result.preempted
+    ]
+    pending = [
+        {"workload": p.workload, "kind": kinds[p.workload], "pool": pools[p.workload]}
+        | {"reason": p.reason.value, "message": p.message}
+        for p in result.pending
+    ]
+    return {
+        "admitted": admitted,
+        "preempted": preempted,
+        "pending": pending,
+        "cycles": result.cycles,
+        "quiescent": result.quiescent,
+    }
+
+
+def _flavor_note(origin: WorkloadOrigin, pod_sets: list[dict[str, Any]]) -> str | None:
+    # The engine tries the pool's flavors in order and does not yet keep a pod set to the
+    # flavor its CR names: say so where it matters rather than hide it.
+    wrong = [
+        f"{ps['name']} names {origin.flavors[ps['name']]}"
+        for ps in pod_sets
+        if origin.flavors.get(ps["name"]) not in (None, ps["flavor"])
+    ]
+    if not wrong:
+        return None
+    return (
+        f"admitted on another flavor than its CR names ({'; '.join(wrong)}): admission does not"
+        " yet keep a workload to its flavor"
+    )
+
+
+class _OneLine(dict[str, Any]):
+    """A mapping rendered on one line (a pod set's name, flavor and count)."""
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(
+    _OneLine, lambda dumper, data: dumper.represent_mapping("tag:yaml.org,2002:map", data, True)
+)
+
+
+def render_decisions(decided: Mapping[str, Any]) -> str:
+    """The decisions as commented YAML: readable by people, left alone by `kubectl apply`."""
+    summary = (
+        f"# {len(decided['admitted'])} admitted, {len(decided['pending'])} pending,"
+        f" {len(decided['preempted'])} preempted, after {decided['cycles']} cycle(s)"
+        + ("" if decided["quiescent"] else " (stopped before nothing changed)")
+        + "\n#\n"
+    )
+    shown = dict(decided)
+    shown["admitted"] = [
+        entry | {"podSets": [_OneLine(ps) for ps in entry["podSets"]]}
+        for entry in decided["admitted"]
+    ]
+    body = yaml.dump(shown, Dumper=_Dumper, sort_keys=False, width=96)
+    return _HEADER + summary + "".join(f"# {line}\n" for line in body.splitlines())
