@@ -1,0 +1,78 @@
+"""The admission CRDs' defaults are the engine's and asya's: a field left out of a
+ResourcePool or ActorGroup means what it means in a scenario file or an `@actor`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import msgspec
+import pytest
+from asya_operator.crds import actor_group_crd, resource_pool_crd
+from asya_operator.groups import ActorGroupSpec
+from asya_operator.pools import ResourcePoolSpec
+
+from asya.actor import ActorSpec
+from asya.admission.model import Pool, Preemption
+from asya.admission.readiness import ReadinessPolicy
+from tests.operator.cr_validation import apply_defaults, openapi_schema
+
+MEMBERS = [{"name": "w", "replicas": 1, "template": {"image": "img", "handler": "m:f"}}]
+
+
+def spec_schema(crd):
+    return openapi_schema(crd)["properties"]["spec"]
+
+
+def engine_default(name):
+    return next(f.default for f in msgspec.structs.fields(Pool) if f.name == name)
+
+
+def test_a_pool_left_at_its_defaults_queues_and_preempts_as_a_scenario_pool_does():
+    defaulted = apply_defaults({}, spec_schema(resource_pool_crd()))
+    decoded = msgspec.convert({}, ResourcePoolSpec)
+
+    preemption = Preemption()
+    expected = {
+        "queueingStrategy": engine_default("queueing_strategy").value,
+        "preemption": {
+            "withinPool": preemption.within_pool.value,
+            "reclaimWithinCohort": preemption.reclaim_within_cohort.value,
+            "borrowWithinCohort": {"policy": preemption.borrow_within_cohort.policy.value},
+        },
+    }
+    assert defaulted == expected
+    assert decoded.queueing_strategy == engine_default("queueing_strategy")
+    assert (decoded.preemption.within_pool, decoded.preemption.reclaim_within_cohort) == (
+        preemption.within_pool,
+        preemption.reclaim_within_cohort,
+    )
+    assert decoded.preemption.borrow_within_cohort.policy == preemption.borrow_within_cohort.policy
+
+
+@pytest.mark.parametrize(
+    ("field", "expected"),
+    [
+        ("replicas", 1),
+        (
+            "priority",
+            next(f.default for f in dataclasses.fields(ActorSpec) if f.name == "priority"),
+        ),
+        ("readinessTimeoutSeconds", int(ReadinessPolicy().timeout_s)),
+    ],
+)
+def test_a_group_field_left_out_gets_asyas_default_in_the_crd_and_the_model(field, expected):
+    defaulted = apply_defaults({"members": MEMBERS}, spec_schema(actor_group_crd()))
+    decoded = msgspec.to_builtins(msgspec.convert({"members": MEMBERS}, ActorGroupSpec))
+
+    assert defaulted[field] == expected
+    assert decoded[field] == expected
+
+
+def test_a_groups_pool_is_unset_unless_given_so_it_is_not_gated():
+    defaulted = apply_defaults({"members": MEMBERS}, spec_schema(actor_group_crd()))
+
+    assert "pool" not in defaulted
+    assert (
+        "Not yet applied by the controller"
+        in spec_schema(actor_group_crd())["properties"]["pool"]["description"]
+    )
