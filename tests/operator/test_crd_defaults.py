@@ -73,6 +73,6 @@ def test_a_field_left_out_gets_asyas_default_in_the_crd_and_the_model(path, cls,
 def test_an_execution_override_has_no_default_so_the_decorator_keeps_its_value(name):
     spec_schema = schema_at(openapi_schema(async_actor_crd()), "spec")
     assert "default" not in spec_schema["properties"][name]
-    assert "Not yet applied" in spec_schema["properties"][name]["description"]
+    assert "applies it over the decorator" in spec_schema["properties"][name]["description"]
     defaulted = apply_defaults({"image": "img", "handler": "m:f"}, spec_schema)
     assert name not in defaulted
