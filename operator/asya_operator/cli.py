@@ -14,6 +14,8 @@ with kopf until interrupted: in a pod with its service account, elsewhere with t
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -22,6 +24,8 @@ import kopf
 import yaml
 
 from asya.admission.scheduler import simulate
+from asya.errors import SettingsError
+from asya.settings import ProcessSettings, load_settings
 from asya_operator.config import DEFAULT_SIDECAR_IMAGE, OperatorConfig
 from asya_operator.metadata import PLACEHOLDER_NAMESPACE
 from asya_operator.plan import CrError, Crs, Document, PlannedObject, plan_objects, read_crs
@@ -43,7 +47,8 @@ _RUN_HELP = (
     "Run the controller until interrupted: keep each AsyncActor's Deployment, KEDA objects,"
     " queues and status in sync, and the end actors of its namespace. The cluster is the"
     " service account's in a pod, else the kubeconfig's (KUBECONFIG). Settings come from"
-    " ASYA_OPERATOR_* variables (ASYA_OPERATOR_SIDECAR_IMAGE, ...)."
+    " ASYA_OPERATOR_* variables (ASYA_OPERATOR_SIDECAR_IMAGE, ...); logs follow ASYA_LOG_LEVEL"
+    " (default WARNING) and ASYA_LOG_FORMAT (text or json)."
 )
 
 
@@ -73,7 +78,9 @@ def _parser() -> argparse.ArgumentParser:
         "--namespace",
         help="watch AsyncActors in this namespace only (default: every namespace)",
     )
-    run.add_argument("--verbose", action="store_true", help="log kopf's and the handlers' steps")
+    run.add_argument(
+        "--verbose", action="store_true", help="log kopf's and the handlers' steps (DEBUG)"
+    )
     return parser
 
 
@@ -81,13 +88,31 @@ def _run(args: argparse.Namespace) -> int:
     # Imported here: `plan` needs no kopf machinery, and the handlers register on import.
     from asya_operator.controller import registry
 
-    kopf.configure(verbose=args.verbose)
+    try:
+        process = load_settings(os.environ).process
+    except SettingsError as exc:
+        print(f"asya-operator run: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(process, verbose=args.verbose)
     # A registry of its own gets none of kopf's default login handlers: the client's config.
     kopf.on.login(registry=registry)(kopf.login_via_client)
     namespaces = [args.namespace] if args.namespace else []
     # Standalone: one replica, no KopfPeering objects to coordinate through.
     kopf.run(registry=registry, standalone=True, clusterwide=not namespaces, namespaces=namespaces)
     return 0
+
+
+def configure_logging(process: ProcessSettings, *, verbose: bool) -> None:
+    """kopf's log handler (each line prefixed with the object it concerns) at ASYA_LOG_LEVEL,
+    as text or as one JSON object per line (ASYA_LOG_FORMAT); --verbose means DEBUG."""
+    level = "DEBUG" if verbose else process.log_level
+    kopf.configure(
+        debug=level == "DEBUG",
+        quiet=level not in ("DEBUG", "INFO"),
+        log_format=kopf.LogFormat.JSON if process.log_format == "json" else kopf.LogFormat.FULL,
+        log_prefix=True,
+    )
+    logging.getLogger().setLevel(level)
 
 
 def _documents(path: Path) -> Iterator[Document]:

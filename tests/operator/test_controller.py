@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import socket
 import subprocess
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
+from asya_operator import cli as operator_cli
 from asya_operator.config import OperatorConfig, load_operator_config
 from asya_operator.controller import registry
 from asya_operator.resources import GROUP, VERSION
@@ -411,6 +413,8 @@ async def test_asya_operator_run_runs_the_controller_on_the_kubeconfigs_cluster(
             **os.environ,
             "ASYA_OPERATOR_SIDECAR_IMAGE": "reg/sidecar:run",
             "ASYA_OPERATOR_PORT": str(port),
+            "ASYA_LOG_LEVEL": "INFO",
+            "ASYA_LOG_FORMAT": "json",
         },
     )
     try:
@@ -437,6 +441,20 @@ async def test_asya_operator_run_runs_the_controller_on_the_kubeconfigs_cluster(
     assert samples[("asya_operator_reconciles_total", "applied")] >= 1
     assert samples[("asya_operator_reconciles_total", "degraded")] == 0
     assert samples[("asya_operator_reconcile_seconds_count", None)] >= 1
+    # ASYA_LOG_FORMAT=json: one JSON object per line, the INFO records included.
+    lines = (tmp_path / "operator.log").read_text().splitlines()
+    records = [json.loads(line) for line in lines if line.startswith("{")]
+    assert any(r.get("severity") == "info" for r in records), lines[:3]
+    assert not [line for line in lines if line.startswith("[")], "a record in kopf's text format"
+
+
+def test_asya_operator_run_refuses_a_bad_log_setting_before_it_starts(monkeypatch, capsys):
+    monkeypatch.setenv("ASYA_LOG_LEVEL", "LOUD")
+
+    code = operator_cli.main(["run"])
+
+    assert code == 2
+    assert "ASYA_LOG_LEVEL" in capsys.readouterr().err
 
 
 def free_port() -> int:
