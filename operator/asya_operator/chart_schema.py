@@ -75,6 +75,28 @@ def actor_entry_schema(*, handler_required: bool) -> dict[str, Any]:
     return spec
 
 
+def actor_group_schema() -> dict[str, Any]:
+    """An entry of `actorGroups`: the ActorGroup spec less `replicas` (KEDA's, through the
+    scale subresource); a member template's `image` may come from the chart-wide `image`."""
+    spec = strict(_spec_schema("ActorGroup"))
+    del spec["properties"]["replicas"]
+    template = spec["properties"]["members"]["items"]["properties"]["template"]
+    template["required"] = [name for name in template["required"] if name != "image"]
+    return spec
+
+
+def _named(kind: str, description: str, names: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": description,
+        "propertyNames": names,
+        "additionalProperties": strict(_spec_schema(kind)),
+    }
+
+
+_OBJECT_NAME: Final = {"pattern": DNS_SUBDOMAIN_PATTERN, "maxLength": 253}
+
+
 def pipeline_values_schema() -> dict[str, Any]:
     """`charts/asya-pipeline/values.schema.json`."""
     return {
@@ -107,12 +129,27 @@ def pipeline_values_schema() -> dict[str, Any]:
                 },
                 "additionalProperties": actor_entry_schema(handler_required=True),
             },
-            "flavors": {
+            "actorGroups": {
                 "type": "object",
-                "description": "ResourceFlavors to create, by name (cluster-scoped).",
-                "propertyNames": {"pattern": DNS_SUBDOMAIN_PATTERN, "maxLength": 253},
-                "additionalProperties": strict(_spec_schema("ResourceFlavor")),
+                "description": "ActorGroups (gangs of actors admitted together), by name;"
+                " each entry holds ActorGroup spec fields.",
+                "propertyNames": {
+                    "pattern": ACTOR_NAME_PATTERN,
+                    "maxLength": ACTOR_NAME_MAX_LENGTH,
+                },
+                "additionalProperties": actor_group_schema(),
             },
+            "flavors": _named(
+                "ResourceFlavor",
+                "ResourceFlavors to create, by name (cluster-scoped).",
+                _OBJECT_NAME,
+            ),
+            "resourcePools": _named(
+                "ResourcePool", "ResourcePools to create, by name (cluster-scoped).", _OBJECT_NAME
+            ),
+            "cohorts": _named(
+                "Cohort", "Cohorts to create, by name (cluster-scoped).", _OBJECT_NAME
+            ),
             "commonLabels": {
                 "type": "object",
                 "description": "Labels added to every object the chart creates.",

@@ -6,6 +6,8 @@ import copy
 from typing import Any
 
 import pytest
+import yaml
+from asya_operator import cli as operator_cli
 
 from tests.charts.chart_checks import (
     NAMESPACE,
@@ -46,10 +48,56 @@ GPU_VALUES = pipeline(
     },
 )
 
+POOL_VALUES = pipeline(
+    cohorts={"eng": {}},
+    resourcePools={
+        "team-a": {
+            "cohort": "eng",
+            "namespaceSelector": {"matchLabels": {"example.com/team": "a"}},
+            "preemption": {"withinPool": "LowerPriority", "reclaimWithinCohort": "Any"},
+            "quotas": [
+                {
+                    "flavor": "h100",
+                    "resources": [
+                        {"name": "nvidia.com/gpu", "nominal": 8, "lendingLimit": 4},
+                        {"name": "cpu", "nominal": "64"},
+                        {"name": "memory", "nominal": "512Gi"},
+                    ],
+                }
+            ],
+        }
+    },
+    actors={"embed": {"handler": "ml.embed:Embed", "pool": "team-a", "priority": 5}},
+)
+
+GROUP_VALUES = pipeline(
+    actorGroups={
+        "ddp-train": {
+            "pool": "team-a",
+            "priority": 10,
+            "readinessTimeoutSeconds": 600,
+            "members": [
+                {
+                    "name": "trainer",
+                    "replicas": 4,
+                    "template": {"handler": "ml.train:trainer", "resources": {"gpus": 1}},
+                },
+                {
+                    "name": "coordinator",
+                    "replicas": 1,
+                    "template": {"image": "own:2", "handler": "ml.train:coordinator"},
+                },
+            ],
+        }
+    },
+)
+
 VALUE_SETS = {
     "defaults": {},
     "one actor": pipeline(actors={"normalize": ACTOR}),
     "a GPU actor with a flavor": GPU_VALUES,
+    "a pool with a cohort": POOL_VALUES,
+    "an actor group": GROUP_VALUES,
     "actor defaults and an own Secret": pipeline(
         actorDefaults={"flavor": "general", "scaling": {"cooldownPeriod": 30}},
         broker={
@@ -116,6 +164,25 @@ def test_a_gpu_actor_keeps_its_flavor_gpus_and_batching_and_the_flavor_is_create
     assert flavor["spec"]["nodeLabels"] == {"nvidia.com/gpu.product": "H100-SXM"}
 
 
+def test_pools_and_cohorts_are_created_cluster_wide_as_given():
+    objects = rendered(PIPELINE_CHART, POOL_VALUES)
+
+    pool = of_kind(objects, "ResourcePool")["team-a"]
+    cohort = of_kind(objects, "Cohort")["eng"]
+    assert "namespace" not in pool["metadata"]
+    assert "namespace" not in cohort["metadata"]
+    assert pool["spec"] == POOL_VALUES["resourcePools"]["team-a"]
+
+
+def test_an_actor_groups_members_get_the_chart_wide_image_unless_they_name_one():
+    (group,) = of_kind(rendered(PIPELINE_CHART, GROUP_VALUES), "ActorGroup").values()
+
+    images = {m["name"]: m["template"]["image"] for m in group["spec"]["members"]}
+    assert images == {"trainer": "registry.example.com/app:1", "coordinator": "own:2"}
+    assert group["spec"]["broker"] == {"secretName": "asya-broker"}
+    assert group["metadata"]["namespace"] == NAMESPACE
+
+
 def test_the_namespace_value_places_the_actors_and_the_secret():
     values = pipeline(
         namespace="team-a",
@@ -151,6 +218,18 @@ BAD_VALUES = {
         "/actors/normalize/resources/memory",
     ),
     "no image anywhere": ({"actors": {"normalize": ACTOR}}, "actors.normalize.image"),
+    "a member without an image anywhere": (
+        {"actorGroups": {"g": {"members": [{"name": "m", "replicas": 1, "template": ACTOR}]}}},
+        "actorGroups.g.members[m].template.image",
+    ),
+    "an unknown member field": (
+        pipeline(actorGroups={"g": {"members": [{"name": "m", "replica": 1, "template": ACTOR}]}}),
+        "'replica' not allowed",
+    ),
+    "a pool with an unknown strategy": (
+        pipeline(resourcePools={"p": {"queueingStrategy": "Fastest"}}),
+        "/resourcePools/p/queueingStrategy",
+    ),
     "a Secret to create without its URL": (
         pipeline(broker={"secretName": "b", "create": True, "managementUrl": "h"}),
         "broker.amqpUrl",
@@ -170,3 +249,38 @@ def test_the_notes_name_the_actors_and_how_to_create_the_missing_secret():
 
     assert "AsyncActors in namespace apps: normalize, split." in text
     assert "kubectl create secret generic asya-broker -n apps" in text
+
+
+def test_the_operators_plan_shows_the_admission_decisions_for_the_charts_pools_and_groups(
+    tmp_path, capsys
+):
+    values = copy.deepcopy(GROUP_VALUES)
+    values["flavors"] = {"h100": {}}
+    values["cohorts"] = POOL_VALUES["cohorts"]
+    values["resourcePools"] = {
+        "team-a": {
+            "cohort": "eng",
+            "quotas": [
+                {
+                    "flavor": "h100",
+                    "resources": [
+                        {"name": "nvidia.com/gpu", "nominal": 4},
+                        {"name": "cpu", "nominal": 0},
+                        {"name": "memory", "nominal": 0},
+                    ],
+                }
+            ],
+        }
+    }
+    crs = tmp_path / "crs.yaml"
+    crs.write_text(yaml.safe_dump_all(rendered(PIPELINE_CHART, values)), encoding="utf-8")
+
+    code = operator_cli.main(["plan", str(crs)])
+    out = capsys.readouterr()
+
+    assert code == 0, out.err
+    decisions = "\n".join(
+        line.removeprefix("# ") for line in out.out.splitlines() if line.startswith("# ")
+    )
+    assert "1 admitted, 0 pending, 0 preempted" in decisions
+    assert f"workload: {NAMESPACE}/ddp-train[0]" in decisions
