@@ -336,7 +336,7 @@ SIDECAR_VARIABLES: Final = describe_settings(
     SidecarSettings,
     RuntimeSettings,
     ProcessSettings,
-    omit=("handler", "kill_grace_s", "workers"),
+    omit=("handler", "kill_grace_s", "workers", "actor_overrides"),
 )
 """The variables `asya-sidecar` reads, for its --help (the runtime's own ones left out)."""
 
