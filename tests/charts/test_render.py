@@ -15,7 +15,14 @@ from asya_operator.crds import async_actor_crd
 from asya.actor import ActorSpec
 from asya.cli import main as asya_main
 from asya.local.discovery import load_app
-from tests.charts.chart_checks import NAMESPACE, PIPELINE_CHART, check_all, of_kind, rendered
+from tests.charts.chart_checks import (
+    NAMESPACE,
+    PIPELINE_CHART,
+    check_all,
+    lint_problems,
+    of_kind,
+    rendered,
+)
 from tests.operator.cr_validation import apply_defaults, openapi_schema
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
@@ -76,6 +83,7 @@ def test_the_operator_plans_valid_deployments_and_scaled_objects_for_the_rendere
 ):
     objects = rendered(PIPELINE_CHART, quickstart_values)
     check_all(objects)
+    assert lint_problems(PIPELINE_CHART, quickstart_values) == []
     crs = tmp_path / "crs.yaml"
     crs.write_text(yaml.safe_dump_all(objects), encoding="utf-8")
 
