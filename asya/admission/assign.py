@@ -1,8 +1,9 @@
 """Flavor assignment: can this workload be admitted in its pool now, and with which flavors?
 
-Each pod set gets one flavor, tried in the pool's order (Kueue's flavorassigner, with its
-default fungibility: stop at the first flavor that fits, borrowing or not; if none fits, the
-first where preemption could make room). Per flavor and resource the mode is:
+Each pod set gets one flavor, tried in the pool's order, among those its `flavors` names if it
+names any (Kueue's flavorassigner, with its default fungibility: stop at the first flavor that
+fits, borrowing or not; if none fits, the first where preemption could make room). Per flavor
+and resource the mode is:
 - FIT: the request fits what is available now;
 - PREEMPT: it would fit if workloads were evicted — only if it fits the pool's *nominal*
   quota (a workload may preempt only within what is its own), or the pool may preempt while
@@ -20,7 +21,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
-from asya.admission.model import BorrowPolicy, FlavorResource, PodSet, Pool, Workload
+from asya.admission.model import (
+    BorrowPolicy,
+    FlavorQuotas,
+    FlavorResource,
+    PodSet,
+    Pool,
+    Workload,
+)
 from asya.admission.quantity import format_quantity
 from asya.admission.tree import Node, QuotaTree
 
@@ -149,7 +157,8 @@ def _choose_flavor(
     fallback: tuple[PodSetChoice, bool, set[FlavorResource], _Shortfall | None] | None = None
     first_shortfall: _Shortfall | None = None
     missing_notes: list[str] = []
-    for flavor_quotas in pool.quotas:
+    candidates = _allowed_flavors(pod_set, pool)
+    for flavor_quotas in candidates:
         flavor = flavor_quotas.flavor
         missing = [r for r in pod_set.requests if r not in flavor_quotas.resources]
         if missing:
@@ -180,10 +189,22 @@ def _choose_flavor(
     if first_shortfall is None:
         if not pool.quotas:
             return f"pool {pool.name} has no quota"
+        if not candidates:
+            return (
+                f"may use only flavor {', '.join(pod_set.flavors or ())}, which pool {pool.name}"
+                f" does not have (it has: {', '.join(q.flavor for q in pool.quotas)})"
+            )
         wanted = ", ".join(sorted(pod_set.requests))
         return f"no flavor of pool {pool.name} covers {wanted} ({'; '.join(missing_notes)})"
     flavor = first_shortfall[0][0]
     return PodSetChoice(pod_set.name, flavor, count, Mode.NO_FIT), False, set(), first_shortfall
+
+
+def _allowed_flavors(pod_set: PodSet, pool: Pool) -> tuple[FlavorQuotas, ...]:
+    """The pool's flavors the pod set may use, in the pool's order."""
+    if pod_set.flavors is None:
+        return pool.quotas
+    return tuple(q for q in pool.quotas if q.flavor in pod_set.flavors)
 
 
 def _resource_mode(fr: FlavorResource, value: int, pool: Pool, node: Node, tree: QuotaTree) -> Mode:

@@ -103,6 +103,9 @@ class PodSet(_Wire, frozen=True, kw_only=True):
     """Admit with any count from this to `count` (largest that fits); None = all or nothing."""
     requests: dict[str, Milli] = {}
     """Per pod."""
+    flavors: tuple[str, ...] | None = None
+    """Only these of the pool's flavors, tried in the pool's order; None = any. All pods of an
+    actor's Deployment share one node selector, so they must land in one flavor."""
 
 
 class PodSetAssignment(_Wire, frozen=True, kw_only=True):
@@ -180,6 +183,11 @@ def _check(scenario: Scenario) -> None:
                     f"workload '{wl.name}' pod set '{ps.name}': need 0 <= minCount <= count,"
                     f" got count {ps.count}, minCount {ps.min_count}"
                 )
+            if ps.flavors == ():
+                raise AdmissionError(
+                    f"workload '{wl.name}' pod set '{ps.name}': flavors is empty; name at least"
+                    " one flavor, or leave it out for any"
+                )
         if wl.admitted is not None:
             _check_admitted(wl, pools.get(wl.pool))
 
@@ -201,6 +209,11 @@ def _check_admitted(wl: Workload, pool: Pool | None) -> None:
             raise AdmissionError(
                 f"workload '{wl.name}' is admitted to flavor '{given.flavor}', which pool"
                 f" '{pool.name}' does not have (it has: {', '.join(sorted(flavors))})"
+            )
+        if pod_set.flavors is not None and given.flavor not in pod_set.flavors:
+            raise AdmissionError(
+                f"workload '{wl.name}' pod set '{given.pod_set}' is admitted to flavor"
+                f" '{given.flavor}', outside the flavors it may use ({', '.join(pod_set.flavors)})"
             )
         if not 0 <= given.count <= pod_set.count:
             raise AdmissionError(
