@@ -95,8 +95,8 @@ def snapshot_of(crs: Crs) -> Snapshot:
     workloads.sort(key=lambda w: w["created"])
     namespaces = _namespace_labels(crs, origins.values())
     document = {
-        "cohorts": [_cohort(c) for c in crs.cohorts.values()],
-        "pools": [_pool(p, namespaces) for p in crs.pools.values()],
+        "cohorts": [cohort_document(c) for c in crs.cohorts.values()],
+        "pools": [pool_document(p, namespaces) for p in crs.pools.values()],
         "workloads": workloads,
     }
     try:
@@ -105,7 +105,8 @@ def snapshot_of(crs: Crs) -> Snapshot:
         raise CrError(f"the admission scenario of these files: {exc}") from exc
 
 
-def _requests(resources: ActorResources) -> dict[str, str | int]:
+def requests_document(resources: ActorResources) -> dict[str, str | int]:
+    """What one replica with `resources` requests, as a scenario's pod set has it."""
     requests: dict[str, str | int] = {}
     if resources.cpu is not None:
         requests["cpu"] = resources.cpu
@@ -131,7 +132,7 @@ def _actor_workloads(crs: Crs, origins: dict[str, WorkloadOrigin]) -> list[dict[
             "count": spec.scaling.max_replicas,
             # Elastic: KEDA keeps minReplicas running, and one replica is worth admitting.
             "minCount": max(1, spec.scaling.min_replicas),
-            "requests": _requests(spec.resources),
+            "requests": requests_document(spec.resources),
         }
         created = crs.ages["AsyncActor", namespace, actor_name(actor)]
         workloads.append(_workload(name, spec.pool, namespace, spec.priority, created, [pod_set]))
@@ -166,7 +167,7 @@ def _member_pod_set(member: GroupMember) -> dict[str, Any]:
     pod_set: dict[str, Any] = {
         "name": member.name,
         "count": member.replicas,
-        "requests": _requests(member.template.resources),
+        "requests": requests_document(member.template.resources),
     }
     if member.min_replicas is not None:
         pod_set["minCount"] = member.min_replicas
@@ -193,9 +194,13 @@ def _workload(
 
 def _namespace_labels(crs: Crs, origins: Iterable[WorkloadOrigin]) -> dict[str, dict[str, str]]:
     known = {o.namespace for o in origins} | set(crs.namespace_labels)
-    return {
-        ns: {**crs.namespace_labels.get(ns, {}), NAMESPACE_NAME_LABEL: ns} for ns in sorted(known)
-    }
+    return {ns: namespace_labels(ns, crs.namespace_labels.get(ns, {})) for ns in sorted(known)}
+
+
+def namespace_labels(namespace: str, labels: Mapping[str, str]) -> dict[str, str]:
+    """A namespace's labels as the API server has them: with its name under
+    `kubernetes.io/metadata.name`."""
+    return {**labels, NAMESPACE_NAME_LABEL: namespace}
 
 
 def selects(selector: NamespaceSelector, labels: Mapping[str, str]) -> bool:
@@ -219,6 +224,14 @@ def selects(selector: NamespaceSelector, labels: Mapping[str, str]) -> bool:
     return True
 
 
+def pool_selects(pool: ResourcePool, labels: Mapping[str, str]) -> bool:
+    """Whether `pool` admits workloads of a namespace with `labels` (unset or `{}`: any)."""
+    selector = pool.spec.namespace_selector
+    if selector is None or not (selector.match_labels or selector.match_expressions):
+        return True
+    return selects(selector, labels)
+
+
 def _quotas(quotas: list[FlavorQuotas] | None) -> list[dict[str, Any]]:
     return [
         {"flavor": fq.flavor, "resources": {q.name: _quota(q) for q in fq.resources}}
@@ -235,7 +248,11 @@ def _quota(quota: ResourceQuota) -> dict[str, Any]:
     return out
 
 
-def _pool(pool: ResourcePool, namespaces: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+def pool_document(
+    pool: ResourcePool, namespaces: Mapping[str, Mapping[str, str]]
+) -> dict[str, Any]:
+    """`pool` as a scenario's pool; its namespaceSelector becomes the list of those of
+    `namespaces` (name -> labels, see `namespace_labels`) it selects."""
     spec = pool.spec
     out: dict[str, Any] = {
         "name": pool.metadata["name"],
@@ -247,11 +264,12 @@ def _pool(pool: ResourcePool, namespaces: Mapping[str, Mapping[str, str]]) -> di
         out["cohort"] = spec.cohort
     selector = spec.namespace_selector
     if selector is not None and (selector.match_labels or selector.match_expressions):
-        out["namespaces"] = [ns for ns, labels in namespaces.items() if selects(selector, labels)]
+        out["namespaces"] = [ns for ns, labels in namespaces.items() if pool_selects(pool, labels)]
     return out
 
 
-def _cohort(cohort: Cohort) -> dict[str, Any]:
+def cohort_document(cohort: Cohort) -> dict[str, Any]:
+    """`cohort` as a scenario's cohort."""
     out: dict[str, Any] = {"name": cohort.metadata["name"], "quotas": _quotas(cohort.spec.quotas)}
     if cohort.spec.parent is not None:
         out["parent"] = cohort.spec.parent
