@@ -26,7 +26,7 @@ import yaml
 from asya.admission.scheduler import simulate
 from asya.errors import SettingsError
 from asya.settings import ProcessSettings, load_settings
-from asya_operator.config import DEFAULT_SIDECAR_IMAGE, OperatorConfig
+from asya_operator.config import DEFAULT_SIDECAR_IMAGE, OperatorConfig, load_operator_config
 from asya_operator.metadata import PLACEHOLDER_NAMESPACE
 from asya_operator.plan import CrError, Crs, Document, PlannedObject, plan_objects, read_crs
 from asya_operator.scenario import decisions, render_decisions, snapshot_of
@@ -90,6 +90,8 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         process = load_settings(os.environ).process
+        # Checked here too: kopf would retry a failing startup handler for ever.
+        load_operator_config(os.environ)
     except SettingsError as exc:
         print(f"asya-operator run: {exc}", file=sys.stderr)
         return 2

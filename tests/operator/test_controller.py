@@ -448,13 +448,18 @@ async def test_asya_operator_run_runs_the_controller_on_the_kubeconfigs_cluster(
     assert not [line for line in lines if line.startswith("[")], "a record in kopf's text format"
 
 
-def test_asya_operator_run_refuses_a_bad_log_setting_before_it_starts(monkeypatch, capsys):
-    monkeypatch.setenv("ASYA_LOG_LEVEL", "LOUD")
+@pytest.mark.parametrize(
+    ("variable", "value"), [("ASYA_LOG_LEVEL", "LOUD"), ("ASYA_OPERATOR_RECHECK_S", "soon")]
+)
+def test_asya_operator_run_refuses_a_bad_setting_before_it_starts(
+    variable, value, monkeypatch, capsys
+):
+    monkeypatch.setenv(variable, value)
 
     code = operator_cli.main(["run"])
 
     assert code == 2
-    assert "ASYA_LOG_LEVEL" in capsys.readouterr().err
+    assert variable in capsys.readouterr().err
 
 
 def free_port() -> int:
