@@ -22,6 +22,8 @@ import kubernetes
 import msgspec
 from kubernetes.client import ApiException, CoreV1Api, CustomObjectsApi
 
+from asya_operator.deployment import placement_flavor
+from asya_operator.pools import Cohort, ResourcePool
 from asya_operator.resources import GROUP, VERSION, AsyncActor, ResourceFlavor
 
 FIELD_MANAGER: Final = "asya-operator"
@@ -29,6 +31,8 @@ FIELD_MANAGER: Final = "asya-operator"
 
 ACTORS_PLURAL: Final = "asyncactors"
 FLAVORS_PLURAL: Final = "resourceflavors"
+POOLS_PLURAL: Final = "resourcepools"
+COHORTS_PLURAL: Final = "cohorts"
 
 _APPLY: Final = "application/apply-patch+yaml"  # a JSON body is YAML too
 _MERGE: Final = "application/merge-patch+json"
@@ -51,6 +55,18 @@ class World:
     """The namespace's AsyncActors that are not being deleted."""
     deployment_status: dict[str, Any] | None
     """The actor's Deployment's `status` (None: no Deployment yet)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AdmissionWorld:
+    """What admission decides over: every pool and cohort, and every actor with a pool."""
+
+    pools: list[ResourcePool]
+    cohorts: list[Cohort]
+    actors: list[tuple[str, AsyncActor]]
+    """(namespace, actor) for each AsyncActor with a pool that is not being deleted."""
+    namespace_labels: dict[str, dict[str, str]]
+    """The labels of those actors' namespaces ({} for one that cannot be read)."""
 
 
 def load_client_config() -> None:
@@ -96,7 +112,7 @@ def read_secret(
 def read_world(api: kubernetes.client.ApiClient, actor: AsyncActor, namespace: str) -> World:
     """What `actor` (in `namespace`) needs, as the cluster holds it now."""
     custom = CustomObjectsApi(api)
-    wanted = actor.spec.flavor
+    wanted = placement_flavor(actor)
     flavor = None
     if wanted is not None:
         found = _get(custom.get_cluster_custom_object, GROUP, VERSION, FLAVORS_PLURAL, wanted)
@@ -185,3 +201,33 @@ def read_actor(api: kubernetes.client.ApiClient, namespace: str, name: str) -> A
         name,
     )
     return None if found is None else msgspec.convert(found, AsyncActor)
+
+
+def read_admission_world(api: kubernetes.client.ApiClient) -> AdmissionWorld:
+    """Every ResourcePool and Cohort, and every AsyncActor with a pool, cluster-wide."""
+    custom = CustomObjectsApi(api)
+
+    def listed(plural: str) -> list[dict[str, Any]]:
+        found: dict[str, Any] = custom.list_cluster_custom_object(  # type: ignore[assignment]
+            GROUP, VERSION, plural
+        )
+        return list(found.get("items", ()))
+
+    actors = [
+        (str(item["metadata"]["namespace"]), msgspec.convert(item, AsyncActor))
+        for item in listed(ACTORS_PLURAL)
+        if item.get("spec", {}).get("pool") and not item["metadata"].get("deletionTimestamp")
+    ]
+    return AdmissionWorld(
+        pools=[msgspec.convert(item, ResourcePool) for item in listed(POOLS_PLURAL)],
+        cohorts=[msgspec.convert(item, Cohort) for item in listed(COHORTS_PLURAL)],
+        actors=actors,
+        namespace_labels={ns: _namespace_labels(api, ns) for ns in {ns for ns, _ in actors}},
+    )
+
+
+def _namespace_labels(api: kubernetes.client.ApiClient, name: str) -> dict[str, str]:
+    found = _get(CoreV1Api(api).read_namespace, name)
+    if found is None or found.metadata is None:
+        return {}
+    return dict(found.metadata.labels or {})

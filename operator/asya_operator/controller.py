@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -33,14 +33,16 @@ import msgspec
 from asya.errors import TransportError
 from asya.health import HealthServer
 from asya_operator import cluster, metrics
-from asya_operator.cluster import ACTORS_PLURAL, World
+from asya_operator.admission import ActorAdmission, PooledActor, admit_actors
+from asya_operator.cluster import ACTORS_PLURAL, COHORTS_PLURAL, POOLS_PLURAL, AdmissionWorld, World
 from asya_operator.config import OperatorConfig, load_operator_config
 from asya_operator.deployment import plan_end_actors
 from asya_operator.metadata import ACTOR_COMPONENT, MANAGED_BY, actor_name
 from asya_operator.plan import end_actor_owners, plan_actor
 from asya_operator.queues import declare_actor_queues, delete_actor_queues
 from asya_operator.resources import BROKER_AMQP_URL_KEY, GROUP, VERSION, AsyncActor
-from asya_operator.status import Problem, find_problems, plan_status
+from asya_operator.scaling import desired_replicas
+from asya_operator.status import Problem, find_problems, plan_admission_status, plan_status
 
 DELETE_ATTEMPTS: Final = 5
 """Tries at deleting a deleted actor's queues while the broker is unreachable, `recheck_s`
@@ -61,10 +63,13 @@ async def configure(*, memo: Any, **_: Any) -> None:
     """Read the operator's config from its environment and point the client at the cluster.
 
     Raises:
-        SettingsError: an `ASYA_OPERATOR_*` variable is invalid (the operator does not start).
+        SettingsError: an `ASYA_OPERATOR_*` variable is invalid (`asya-operator run` checks
+            them before kopf starts, and exits 2).
     """
     config = load_operator_config(os.environ)
     memo["config"] = config
+    # One admission pass at a time: each reads the whole pool state and writes what it decides.
+    memo["admission"] = asyncio.Lock()
     await asyncio.to_thread(cluster.load_client_config)
     # Live while kopf's event loop answers; the metrics are the operator's own.
     health = HealthServer(config.port, live=_always, ready=_always, metrics=metrics.exposition)
@@ -150,9 +155,33 @@ async def _report(
     namespace: str,
     deployment_status: dict[str, Any] | None,
     problems: Sequence[Problem],
+    *,
+    memo: Any = None,
 ) -> None:
-    status = plan_status(actor, deployment_status, problems, now=datetime.now(UTC))
-    await asyncio.to_thread(_write_status, namespace, actor_name(actor), status)
+    """Write the actor's status. With `memo`, an actor with a pool is read again and written
+    between admission passes, so the admission conditions its status carries over are the last
+    pass's (without: the caller is the pass, and `actor` is fresh)."""
+
+    def build(current: AsyncActor) -> dict[str, Any]:
+        return plan_status(current, deployment_status, problems, now=datetime.now(UTC))
+
+    await _write_between_passes(actor, namespace, build, memo)
+
+
+async def _write_between_passes(
+    actor: AsyncActor,
+    namespace: str,
+    build: Callable[[AsyncActor], dict[str, Any]],
+    memo: Any,
+) -> None:
+    name = actor_name(actor)
+    if memo is None or actor.spec.pool is None:
+        await asyncio.to_thread(_write_status, namespace, name, build(actor))
+        return
+    async with memo["admission"]:
+        current = await asyncio.to_thread(_read_actor, namespace, name)
+        if current is not None:
+            await asyncio.to_thread(_write_status, namespace, name, build(current))
 
 
 @kopf.on.resume(*_ACTORS, registry=registry)
@@ -168,20 +197,23 @@ async def reconcile(
             kopf calls this again after `recheck_s`.
     """
     async with _counted():
-        await _reconcile(body, _namespaced(namespace), memo["config"], logger)
+        await _reconcile(_decode(body), _namespaced(namespace), memo, logger)
 
 
 _DEGRADED: Final = "Degraded"
 
 
-async def _reconcile(
-    body: kopf.Body, namespace: str, config: OperatorConfig, logger: kopf.Logger
-) -> None:
-    actor = _decode(body)
+async def _reconcile(actor: AsyncActor, namespace: str, memo: Any, logger: kopf.Logger) -> None:
+    config: OperatorConfig = memo["config"]
+    if actor.spec.pool is not None:
+        # The pass writes this actor's admitted replicas; plan from what it wrote.
+        await _admit(memo, logger, skip=(namespace, actor_name(actor)))
+        fresh = await asyncio.to_thread(_read_actor, namespace, actor_name(actor))
+        actor = actor if fresh is None else fresh
     world = await asyncio.to_thread(_read_world, actor, namespace)
     problems = find_problems(actor, namespace, secret_keys=_secret_keys(world), flavor=world.flavor)
     if problems:
-        await _report(actor, namespace, world.deployment_status, problems)
+        await _report(actor, namespace, world.deployment_status, problems, memo=memo)
         messages = "; ".join(p.message for p in problems)
         raise kopf.TemporaryError(
             f"{_DEGRADED}, nothing applied: {messages}; checking again in {config.recheck_s} s",
@@ -200,12 +232,118 @@ async def _reconcile(
             delay=config.recheck_s,
         ) from exc
     # Written last: an observedGeneration means the objects are applied and the queues exist.
+    await _report(actor, namespace, deployment.get("status"), [], memo=memo)
+
+
+async def _admit(memo: Any, logger: kopf.Logger, *, skip: tuple[str, str] | None = None) -> None:
+    """One admission pass over every actor with a pool: write each changed status, and apply
+    each changed actor's objects (its Deployment at the admitted replicas), except `skip`'s,
+    which the caller applies next. Passes run one at a time."""
+    async with memo["admission"]:
+        world = await asyncio.to_thread(_read_admission_world)
+        decided = admit_actors(world.pools, world.cohorts, world.namespace_labels, _pooled(world))
+        metrics.ADMISSION_PASSES.inc()
+        now = datetime.now(UTC)
+        for namespace, actor in world.actors:
+            key = (namespace, actor_name(actor))
+            admission = decided[key]
+            status = plan_admission_status(actor, admission, now=now)
+            if not _admission_changed(actor, status):
+                continue
+            if admission.preempted_by is not None:
+                metrics.PREEMPTIONS.inc()
+            logger.info(f"admission: {key[0]}/{key[1]}: {_admission_words(actor, admission)}")
+            await asyncio.to_thread(_write_status, namespace, key[1], status)
+            if key != skip:
+                await _reapply(namespace, key[1], memo, logger)
+
+
+def _pooled(world: AdmissionWorld) -> list[PooledActor]:
+    # Age: creation time, then namespace and name (a stable order for equal timestamps).
+    ordered = sorted(
+        world.actors,
+        key=lambda item: (
+            item[1].metadata.get("creationTimestamp", ""),
+            item[0],
+            actor_name(item[1]),
+        ),
+    )
+    return [
+        PooledActor(
+            namespace=namespace,
+            name=actor_name(actor),
+            pool=str(actor.spec.pool),
+            priority=actor.spec.priority,
+            age=age,
+            flavor=actor.spec.flavor,
+            resources=actor.spec.resources,
+            desired=desired_replicas(actor),
+            admitted=(actor.status.admitted_replicas or 0) if actor.status else 0,
+            admitted_flavor=actor.status.admitted_flavor if actor.status else None,
+        )
+        for age, (namespace, actor) in enumerate(ordered)
+    ]
+
+
+def _admission_changed(actor: AsyncActor, status: dict[str, Any]) -> bool:
+    before = actor.status
+    if before is None:
+        return True
+    if (before.admitted_replicas, before.admitted_flavor) != (
+        status["admittedReplicas"],
+        status["admittedFlavor"],
+    ):
+        return True
+    old = {(c.type, c.status, c.reason, c.message) for c in before.conditions or ()}
+    new = {(c["type"], c["status"], c["reason"], c["message"]) for c in status["conditions"]}
+    return old != new
+
+
+def _admission_words(actor: AsyncActor, admission: ActorAdmission) -> str:
+    # The message, when there is one, starts with the counts ("3 of 5 replicas admitted, ...").
+    text = admission.message or f"{admission.admitted} of {desired_replicas(actor)} admitted"
+    if admission.preempted_by is not None:
+        text += f" (preempted by {admission.preempted_by})"
+    return text
+
+
+async def _reapply(namespace: str, name: str, memo: Any, logger: kopf.Logger) -> None:
+    # Another actor's admission changed: its Deployment follows, as its own reconcile would.
+    actor = await asyncio.to_thread(_read_actor, namespace, name)
+    if actor is None or actor.metadata.get("deletionTimestamp"):
+        return
+    config: OperatorConfig = memo["config"]
+    world = await asyncio.to_thread(_read_world, actor, namespace)
+    problems = find_problems(actor, namespace, secret_keys=_secret_keys(world), flavor=world.flavor)
+    if problems:  # Degraded: its own reconcile reports it and applies once it is fixed
+        return
+    deployment, *_others = await asyncio.to_thread(
+        _apply, plan_actor(actor, namespace, world.flavor, config)
+    )
     await _report(actor, namespace, deployment.get("status"), [])
+
+
+def _read_admission_world() -> AdmissionWorld:
+    with cluster.api_client() as api:
+        return cluster.read_admission_world(api)
+
+
+@kopf.on.event(GROUP, VERSION, POOLS_PLURAL, registry=registry)
+@kopf.on.event(GROUP, VERSION, COHORTS_PLURAL, registry=registry)
+async def follow_quota(*, memo: Any, logger: kopf.Logger, **_: Any) -> None:
+    """A pool or cohort appeared, changed or went: admission decides again for everyone."""
+    await _admit(memo, logger)
 
 
 @kopf.on.event("apps", "v1", "deployments", labels=_OUR_ACTOR_DEPLOYMENTS, registry=registry)
 async def follow_deployment(
-    *, event: kopf.RawEvent, namespace: str | None, name: str, status: kopf.Status, **_: Any
+    *,
+    event: kopf.RawEvent,
+    namespace: str | None,
+    name: str,
+    status: kopf.Status,
+    memo: Any,
+    **_: Any,
 ) -> None:
     """Report an actor's replicas as its Deployment's status changes (pods becoming ready)."""
     namespace = _namespaced(namespace)
@@ -216,12 +354,16 @@ async def follow_deployment(
         return
     world = await asyncio.to_thread(_read_world, actor, namespace)
     problems = find_problems(actor, namespace, secret_keys=_secret_keys(world), flavor=world.flavor)
-    report = plan_status(actor, dict(status), problems, now=datetime.now(UTC))
-    # The generation observed is the one `reconcile` applied, not one it has yet to see.
-    report.pop("observedGeneration", None)
-    if actor.status is not None and actor.status.observed_generation is not None:
-        report["observedGeneration"] = actor.status.observed_generation
-    await asyncio.to_thread(_write_status, namespace, name, report)
+
+    def build(current: AsyncActor) -> dict[str, Any]:
+        report = plan_status(current, dict(status), problems, now=datetime.now(UTC))
+        # The generation observed is the one `reconcile` applied, not one it has yet to see.
+        report.pop("observedGeneration", None)
+        if current.status is not None and current.status.observed_generation is not None:
+            report["observedGeneration"] = current.status.observed_generation
+        return report
+
+    await _write_between_passes(actor, namespace, build, memo)
 
 
 @kopf.on.delete(*_ACTORS, registry=registry)
@@ -248,6 +390,9 @@ async def release(
     if owners:
         # With no owner left, Kubernetes' garbage collector deletes the end actors itself.
         await asyncio.to_thread(_apply, _end_actors(namespace, owners, config, logger))
+    if actor.spec.pool is not None:
+        # Its quota is free now (a deleted actor is out of every pass): others may have it.
+        await _admit(memo, logger)
     if actor.spec.keep_queues:
         logger.info("queues kept (keepQueues)")
         metrics.QUEUE_DELETIONS.labels(outcome="kept").inc()

@@ -292,7 +292,14 @@ def async_actor_crd() -> dict[str, Any]:
         },
         printer_columns=[
             _column("Desired", "integer", ".spec.replicas", "Replicas KEDA asks for"),
+            _column(
+                "Admitted",
+                "integer",
+                ".status.admittedReplicas",
+                "Replicas the pool's quota admits",
+            ),
             _column("Ready", "integer", ".status.readyReplicas", "Replicas ready"),
+            _column("Pool", "string", ".spec.pool", "ResourcePool", priority=1),
             _column("Image", "string", ".spec.image", "Container image"),
             _column("Handler", "string", ".spec.handler", "module:attr", priority=1),
             _column("Flavor", "string", ".spec.flavor", "ResourceFlavor", priority=1),

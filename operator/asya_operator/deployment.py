@@ -37,7 +37,7 @@ from asya_operator.resources import (
     ResourceFlavor,
     Taint,
 )
-from asya_operator.scaling import desired_replicas
+from asya_operator.scaling import running_replicas
 
 RUNTIME_CONTAINER: Final = "runtime"
 SIDECAR_CONTAINER: Final = "sidecar"
@@ -168,10 +168,14 @@ def _execution_overrides(actor: AsyncActor) -> str | None:
         "retry": spec.retry,
         "batch": spec.batch,
     }
-    given = {
-        name: msgspec.to_builtins(value) for name, value in fields.items() if value is not None
-    }
+    given = {name: _set(value) for name, value in fields.items() if value is not None}
     return msgspec.json.encode(given).decode() if given else None
+
+
+def _set(value: object) -> Any:
+    # A sub-object's unset fields are left out: unset means the decorator's (batch.waitMs).
+    built = msgspec.to_builtins(value)
+    return {k: v for k, v in built.items() if v is not None} if isinstance(built, dict) else built
 
 
 def _runtime_container(actor: AsyncActor, config: OperatorConfig) -> dict[str, Any]:
@@ -218,6 +222,14 @@ def _toleration_of(taint: Taint) -> dict[str, Any]:
     if taint.value is None:
         return {"key": taint.key, "operator": "Exists", "effect": taint.effect}
     return {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
+
+
+def placement_flavor(actor: AsyncActor) -> str | None:
+    """The ResourceFlavor an actor's pods are placed by: the one it names, else (with a pool)
+    the one its replicas were admitted in."""
+    if actor.spec.flavor is not None or actor.spec.pool is None or actor.status is None:
+        return actor.spec.flavor
+    return actor.status.admitted_flavor
 
 
 def placement(flavor: ResourceFlavor | None) -> dict[str, Any]:
@@ -279,13 +291,13 @@ def plan_deployment(
     """The Deployment of `actor` in `namespace`: runtime and sidecar, placed on `flavor`.
 
     `flavor` is the ResourceFlavor `spec.flavor` names (None when it names none); replicas are
-    `desired_replicas(actor)`.
+    `running_replicas(actor)` (for an actor with a pool: those admitted).
 
     Raises:
         ValueError: `flavor` is not the one the actor names (look it up first; a missing
             flavor is a `Degraded` status, not a Deployment).
     """
-    wanted = actor.spec.flavor
+    wanted = placement_flavor(actor)
     given = None if flavor is None else flavor.metadata.get("name")
     if wanted != given:
         raise ValueError(f"actor {actor_name(actor)} names flavor {wanted!r}, given {given!r}")
@@ -305,7 +317,7 @@ def plan_deployment(
         **placement(flavor),
     }
     selector = selector_labels(name, ACTOR_COMPONENT)
-    return _deployment(meta, selector, desired_replicas(actor), pod_spec, config)
+    return _deployment(meta, selector, running_replicas(actor), pod_spec, config)
 
 
 def plan_end_actors(

@@ -35,6 +35,17 @@ QUEUE_DELETIONS: Final = Counter(
     registry=REGISTRY,
 )
 
+ADMISSION_PASSES: Final = Counter(
+    "asya_operator_admission_passes",
+    "Admission passes over the actors with a pool (each pool, cohort or pooled actor change).",
+    registry=REGISTRY,
+)
+PREEMPTIONS: Final = Counter(
+    "asya_operator_preemptions",
+    "Times an actor's admitted replicas were cut to make room for a higher-priority one.",
+    registry=REGISTRY,
+)
+
 OUTCOMES: Final = ("applied", "degraded", "broker_unreachable", "error")
 for _outcome in OUTCOMES:  # every series exists from the start, at 0, for rate() and alerts
     RECONCILES.labels(outcome=_outcome)

@@ -34,6 +34,10 @@ from asya_operator.resources import (
 )
 
 NOT_YET_APPLIED: Final = " Not yet applied by the controller: `asya-operator plan` reads it."
+APPLIED_TO_ACTORS: Final = (
+    " The controller applies it to AsyncActors' replicas (not yet to ActorGroups, which only"
+    " `asya-operator plan` reads)."
+)
 """Said of every field that has no effect on a cluster yet."""
 
 WRITTEN_BY_THE_OPERATOR: Final = " Written by the operator (not yet: a later controller does)."
@@ -233,29 +237,31 @@ class ResourcePoolSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
         _doc(
             "The cohort whose members lend each other unused quota; unset = none. A Cohort"
             " object of that name is optional (it adds a parent or quota of its own)."
-            + NOT_YET_APPLIED
+            + APPLIED_TO_ACTORS
         ),
     ] = _POOL["cohort"]
     namespace_selector: Annotated[
         NamespaceSelector | None,
         _doc(
             "Namespaces whose workloads may use this pool; unset or `{}` = every namespace."
-            + NOT_YET_APPLIED
+            + APPLIED_TO_ACTORS
         ),
     ] = None
     queueing_strategy: Annotated[
         QueueingStrategy,
         _doc(
             "StrictFIFO: a head that does not fit blocks the pool. BestEffortFIFO: it steps"
-            " aside until quota is released." + NOT_YET_APPLIED
+            " aside until quota is released." + APPLIED_TO_ACTORS
         ),
     ] = _POOL["queueing_strategy"]
     preemption: Annotated[
-        PoolPreemption, _doc("When pending workloads may evict admitted ones." + NOT_YET_APPLIED)
+        PoolPreemption, _doc("When pending workloads may evict admitted ones." + APPLIED_TO_ACTORS)
     ] = msgspec.field(default_factory=PoolPreemption)
     quotas: Annotated[
         _QuotaList | None,
-        _doc("Quota per flavor, in the order flavors are tried for a workload." + NOT_YET_APPLIED),
+        _doc(
+            "Quota per flavor, in the order flavors are tried for a workload." + APPLIED_TO_ACTORS
+        ),
     ] = None
 
 
@@ -299,7 +305,8 @@ class ResourcePoolStatus(msgspec.Struct, frozen=True, kw_only=True, rename="came
 class ResourcePool(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """A cluster-wide quota that admits AsyncActors' replicas and ActorGroups' gangs.
 
-    Kueue's ClusterQueue. Not yet applied by the controller: `asya-operator plan` reads it."""
+    Kueue's ClusterQueue. The controller admits AsyncActors' replicas by it; ActorGroups are
+    not run yet (`asya-operator plan` shows what it would decide for them)."""
 
     api_version: Annotated[str, _doc("asya.sh/v1alpha1")] = f"{GROUP}/{VERSION}"
     kind: Annotated[str, _doc("ResourcePool")] = "ResourcePool"
@@ -320,13 +327,14 @@ class CohortSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         _ObjectName | None,
         _doc(
             "The cohort this one belongs to; its members then share with the parent's."
-            + NOT_YET_APPLIED
+            + APPLIED_TO_ACTORS
         ),
     ] = None
     quotas: Annotated[
         _QuotaList | None,
         _doc(
-            "Quota the cohort owns, lent to its members (same shape as a pool's)." + NOT_YET_APPLIED
+            "Quota the cohort owns, lent to its members (same shape as a pool's)."
+            + APPLIED_TO_ACTORS
         ),
     ] = None
 
@@ -344,7 +352,7 @@ class Cohort(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """A cluster-wide group of ResourcePools and cohorts that lend each other unused quota.
 
     A pool may name a cohort no Cohort object defines; the object adds a parent or quota.
-    Not yet applied by the controller: `asya-operator plan` reads it."""
+    The controller admits AsyncActors' replicas by it (ActorGroups not yet)."""
 
     VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
         Validation(

@@ -216,7 +216,8 @@ class ActorRetry(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
 
 class ActorBatch(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """Override of the decorator's batching: up to `size` envelopes per call."""
+    """Override of the decorator's batching: up to `size` envelopes per call, waiting `waitMs`
+    (unset: the decorator's wait) for a batch to fill."""
 
     VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
         Validation(
@@ -227,8 +228,12 @@ class ActorBatch(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
     size: Annotated[int, _doc("Most envelopes per call.")]
     wait_ms: Annotated[
-        int, _doc("Milliseconds to wait for a batch to fill before calling with fewer.", ge=0)
-    ] = _ACTOR_SPEC_DEFAULTS["batch_wait_ms"]
+        _NonNegative | None,
+        _doc(
+            "Milliseconds to wait for a batch to fill before calling with fewer; unset = the"
+            " decorator's batch_wait_ms."
+        ),
+    ] = None
 
 
 class BrokerRef(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -324,11 +329,18 @@ class AsyncActorSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     ] = None
     pool: Annotated[
         _ObjectName | None,
-        _doc("ResourcePool whose quota admits the replicas; unset = none. Not yet applied."),
+        _doc(
+            "ResourcePool whose quota admits the replicas, one by one: the Deployment runs the"
+            " admitted number (status.admittedReplicas), never more than desired; unset = no"
+            " quota, every desired replica runs."
+        ),
     ] = _ACTOR_SPEC_DEFAULTS["pool"]
     priority: Annotated[
         int,
-        _doc("Admission priority within the pool; higher goes first. Not yet applied."),
+        _doc(
+            "Admission priority within the pool (and its cohort); higher goes first and may"
+            " preempt lower as the pool's preemption policy allows."
+        ),
     ] = _ACTOR_SPEC_DEFAULTS["priority"]
     broker: Annotated[BrokerRef, _doc("The Secret holding the broker's URLs.")] = msgspec.field(
         default_factory=BrokerRef
@@ -341,7 +353,13 @@ class AsyncActorSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 class Condition(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """One aspect of the actor's state (`Ready`, `Scaling`, `Degraded`), as in metav1.Condition."""
 
-    type: Annotated[str, _doc("Which aspect: Ready, Scaling or Degraded.", max_length=316)]
+    type: Annotated[
+        str,
+        _doc(
+            "Which aspect: Ready, Scaling, Degraded; QuotaReserved, Admitted, Preempted.",
+            max_length=316,
+        ),
+    ]
     status: Annotated[Literal["True", "False", "Unknown"], _doc("True, False or Unknown.")]
     reason: Annotated[str | None, _doc("CamelCase reason for the last transition.")] = None
     message: Annotated[str | None, _doc("What happened, in words, naming any missing object.")] = (
@@ -368,7 +386,19 @@ class AsyncActorStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
     ] = None
     conditions: Annotated[
         Annotated[list[Condition], msgspec.Meta(extra_json_schema=_LIST_MAP_BY_TYPE)] | None,
-        _doc("Ready, Scaling and Degraded."),
+        _doc(
+            "Ready, Scaling and Degraded; with a pool also QuotaReserved, Admitted and Preempted."
+        ),
+    ] = None
+    admitted_replicas: Annotated[
+        int | None,
+        _doc(
+            "Replicas holding quota in the pool (actors with a pool only): what the Deployment"
+            " runs."
+        ),
+    ] = None
+    admitted_flavor: Annotated[
+        str | None, _doc("The ResourceFlavor the admitted replicas hold quota in.")
     ] = None
 
 

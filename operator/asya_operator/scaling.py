@@ -31,6 +31,17 @@ def desired_replicas(actor: AsyncActor) -> int:
     return max(scaling.min_replicas, min(wanted, scaling.max_replicas))
 
 
+def running_replicas(actor: AsyncActor) -> int:
+    """The replicas the actor's Deployment runs: the desired ones, or, for an actor with a
+    pool, those of them admitted by its quota (`status.admittedReplicas`, 0 until admitted).
+    KEDA proposes, admission disposes: no pod is created only to wait for quota."""
+    desired = desired_replicas(actor)
+    if actor.spec.pool is None:
+        return desired
+    admitted = actor.status.admitted_replicas if actor.status is not None else None
+    return min(desired, admitted or 0)
+
+
 def plan_trigger_authentication(actor: AsyncActor, namespace: str) -> dict[str, Any]:
     """The TriggerAuthentication giving KEDA the management URL (with credentials) as `host`."""
     name = actor_name(actor)

@@ -13,6 +13,10 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
+
+from asya_operator.admission import ActorAdmission
+from asya_operator.deployment import placement_flavor
 from asya_operator.metadata import actor_name, selector_string
 from asya_operator.resources import (
     BROKER_AMQP_URL_KEY,
@@ -21,7 +25,7 @@ from asya_operator.resources import (
     Condition,
     ResourceFlavor,
 )
-from asya_operator.scaling import desired_replicas
+from asya_operator.scaling import desired_replicas, running_replicas
 
 
 class Reason(enum.StrEnum):
@@ -37,6 +41,16 @@ class Reason(enum.StrEnum):
     SCALING_UP = "ScalingUp"
     SCALING_DOWN = "ScalingDown"
     STABLE = "Stable"
+    QUOTA_RESERVED = "QuotaReserved"
+    PENDING = "Pending"
+    ADMITTED = "Admitted"
+    PREEMPTED = "Preempted"
+    NOT_PREEMPTED = "NotPreempted"
+
+
+ADMISSION_CONDITIONS = ("QuotaReserved", "Admitted", "Preempted")
+"""The conditions an actor with a pool has besides Ready, Scaling and Degraded: written by the
+admission pass, kept as they are by everything else."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +71,8 @@ def find_problems(
     """What `actor` needs and lacks: its broker Secret (or a key of it), its flavor.
 
     `secret_keys` are the keys of the Secret `spec.broker.secretName` (None: no such Secret);
-    `flavor` is the ResourceFlavor `spec.flavor` names as found (None: not found, or none named).
+    `flavor` is the ResourceFlavor the actor is placed by (`placement_flavor`) as found (None:
+    not found, or none).
     """
     problems = []
     secret = actor.spec.broker.secret_name
@@ -78,11 +93,12 @@ def find_problems(
                         f"Secret {namespace}/{secret} has no key {key}: add it",
                     )
                 )
-    if actor.spec.flavor is not None and flavor is None:
+    wanted = placement_flavor(actor)
+    if wanted is not None and flavor is None:
         problems.append(
             Problem(
                 Reason.FLAVOR_NOT_FOUND,
-                f"ResourceFlavor {actor.spec.flavor} not found: create it or change spec.flavor",
+                f"ResourceFlavor {wanted} not found: create it or change spec.flavor",
             )
         )
     return problems
@@ -132,7 +148,8 @@ def plan_status(
     observed = deployment_status or {}
     replicas = int(observed.get("replicas", 0))
     ready = int(observed.get("readyReplicas", 0))
-    desired = desired_replicas(actor)
+    # With a pool, what runs is what is admitted; the admission conditions say the rest.
+    desired = running_replicas(actor)
     at = _rfc3339(now)
     known = actor.status.conditions if actor.status is not None else None
     previous = {c.type: c for c in known or ()}
@@ -170,9 +187,63 @@ def plan_status(
         "replicas": replicas,
         "readyReplicas": ready,
         "selector": selector_string(actor_name(actor)),
-        "conditions": [ready_now, scaling, degraded],
+        "conditions": [ready_now, scaling, degraded, *_admission_conditions_kept(actor)],
     }
+    # admittedReplicas and admittedFlavor are the admission pass's alone: left out here, so a
+    # status written from an actor read before a pass never puts back an old count.
     generation = actor.metadata.get("generation")
     if generation is not None:
         status["observedGeneration"] = generation
     return status
+
+
+def _admission_conditions_kept(actor: AsyncActor) -> list[dict[str, Any]]:
+    if actor.spec.pool is None or actor.status is None:
+        return []
+    return [_as_dict(c) for c in actor.status.conditions or () if c.type in ADMISSION_CONDITIONS]
+
+
+def _as_dict(condition: Condition) -> dict[str, Any]:
+    return {k: v for k, v in msgspec.to_builtins(condition).items() if v is not None}
+
+
+def plan_admission_status(
+    actor: AsyncActor, admission: ActorAdmission, *, now: datetime
+) -> dict[str, Any]:
+    """The status fields the admission pass writes for an actor with a pool: the admitted
+    replicas and flavor, and QuotaReserved, Admitted and Preempted (the other conditions are
+    kept as they are: the list is written whole)."""
+    desired = desired_replicas(actor)
+    at = _rfc3339(now)
+    known = actor.status.conditions if actor.status is not None else None
+    previous = {c.type: c for c in known or ()}
+    pool, admitted = actor.spec.pool, admission.admitted
+
+    def condition(kind: str, reason: Reason, message: str, *, is_true: bool) -> dict[str, Any]:
+        return _condition(kind, reason, message, previous, at, is_true=is_true)
+
+    waiting = admission.message or f"{admitted} of {desired} replicas admitted"
+    if admitted > 0:
+        borrowed = f", borrowing from pool {pool}'s cohort" if admission.borrowing else ""
+        held = f"{admitted} replicas hold quota in flavor {admission.flavor} of pool {pool}"
+        reserved = condition("QuotaReserved", Reason.QUOTA_RESERVED, held + borrowed, is_true=True)
+    else:
+        reserved = condition("QuotaReserved", Reason.PENDING, waiting, is_true=False)
+    if admitted >= desired:
+        whole = f"{admitted} of {desired} replicas admitted"
+        admitted_now = condition("Admitted", Reason.ADMITTED, whole, is_true=True)
+    else:
+        admitted_now = condition("Admitted", Reason.PENDING, waiting, is_true=False)
+    if admission.preempted_by is not None:
+        by = f"replicas preempted by {admission.preempted_by}: {waiting}"
+        preempted = condition("Preempted", Reason.PREEMPTED, by, is_true=True)
+    elif admitted >= desired or "Preempted" not in previous:
+        preempted = condition("Preempted", Reason.NOT_PREEMPTED, "none preempted", is_true=False)
+    else:
+        preempted = _as_dict(previous["Preempted"])
+    others = [_as_dict(c) for c in known or () if c.type not in ADMISSION_CONDITIONS]
+    return {
+        "admittedReplicas": admitted,
+        "admittedFlavor": admission.flavor,
+        "conditions": [*others, reserved, admitted_now, preempted],
+    }

@@ -115,6 +115,12 @@ def rules(objects: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
 NEEDED = {("asya.sh", "asyncactors", verb) for verb in ("get", "list", "watch", "patch")} | {
     ("asya.sh", "asyncactors/status", "patch"),
     ("asya.sh", "resourceflavors", "get"),
+    ("asya.sh", "asyncactors/finalizers", "update"),
+    ("asya.sh", "resourcepools", "list"),
+    ("asya.sh", "resourcepools", "watch"),
+    ("asya.sh", "cohorts", "list"),
+    ("asya.sh", "cohorts", "watch"),
+    ("", "namespaces", "get"),
     ("apps", "deployments", "create"),
     ("apps", "deployments", "patch"),
     ("apps", "deployments", "watch"),
@@ -127,12 +133,18 @@ NEEDED = {("asya.sh", "asyncactors", verb) for verb in ("get", "list", "watch", 
 }
 
 
-def test_the_cluster_role_grants_what_the_operator_calls_and_no_more_than_it_may():
+def test_the_cluster_role_grants_what_the_operator_calls_and_deletes_only_what_it_owns():
     granted = rules(rendered(OPERATOR_CHART, {}))
 
     assert granted >= NEEDED
     assert not {rule for rule in granted if "*" in rule}
-    assert not {rule for rule in granted if rule[2] in ("delete", "deletecollection")}
+    # Delete only where owner references need it (OwnerReferencesPermissionEnforcement).
+    deletable = {rule[:2] for rule in granted if rule[2] in ("delete", "deletecollection")}
+    assert deletable == {
+        ("apps", "deployments"),
+        ("keda.sh", "scaledobjects"),
+        ("keda.sh", "triggerauthentications"),
+    }
     assert {rule for rule in granted if rule[1] == "secrets"} == {("", "secrets", "get")}
 
 

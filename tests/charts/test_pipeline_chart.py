@@ -149,8 +149,6 @@ def test_actor_defaults_go_under_each_actor_and_the_actors_own_values_win():
     assert actors["normalize"]["spec"]["scaling"] == {"cooldownPeriod": 30, "maxReplicas": 3}
     assert actors["split"]["spec"]["scaling"] == {"cooldownPeriod": 30, "maxReplicas": 8}
     assert {a["spec"]["flavor"] for a in actors.values()} == {"general"}
-    # The defaults are not changed in place for the next actor.
-    assert values["actorDefaults"]["scaling"]["maxReplicas"] == 3
 
 
 def test_a_gpu_actor_keeps_its_flavor_gpus_and_batching_and_the_flavor_is_created():

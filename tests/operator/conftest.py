@@ -26,8 +26,12 @@ import kopf
 import kubernetes
 import pytest
 import yaml
+from asya_operator.controller import registry
 from kmock._internal.apps import Server
 
+from asya.routing import ERROR_END, HAPPY_END
+from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
+from tests.operator.controller_world import ACTORS, SIDECAR_IMAGE, World
 from tests.operator.emulator import Cluster, register_crd
 from tests.operator.plan_builders import KEDA_CRD_FILES, SCHEMAS
 from tests.operator.standin_keda import Keda
@@ -118,3 +122,38 @@ async def keda(cluster, kube) -> AsyncIterator[Keda]:
         register_crd(cluster, yaml.safe_load((SCHEMAS / crd_file).read_text(encoding="utf-8")))
     async with Keda(kube.configuration.host) as running:
         yield running
+
+
+# The controller's tests (test_controller*.py): a namespace with KEDA's kinds, the broker
+# Secret, the operator running, and the queues their actors may leave.
+
+
+@pytest.fixture
+async def world(cluster, kube, namespace, monkeypatch) -> World:
+    for crd_file in KEDA_CRD_FILES.values():
+        register_crd(cluster, yaml.safe_load((SCHEMAS / crd_file).read_text(encoding="utf-8")))
+    monkeypatch.setenv("ASYA_OPERATOR_SIDECAR_IMAGE", SIDECAR_IMAGE)
+    monkeypatch.setenv("ASYA_OPERATOR_RECHECK_S", "0.2")
+    return World(cluster, kube, namespace)
+
+
+@pytest.fixture
+async def broker_secret(world, amqp_url) -> dict[str, str]:
+    data = {"amqp-url": amqp_url, "management-url": "http://guest:guest@127.0.0.1:15672/"}
+    await world.create_secret("asya-broker", data)
+    return data
+
+
+@pytest.fixture
+async def operator(world, run_operator) -> None:
+    await run_operator(registry)
+    await world.cluster.watched(ACTORS)
+
+
+@pytest.fixture
+async def queues(amqp_url, namespace):
+    """A client in the test's namespace; every queue an actor of these tests may have goes after."""
+    options = RabbitMQOptions(namespace=namespace, connection_name="test_controller")
+    async with RabbitMQTransport(amqp_url, options) as transport:
+        yield transport
+        await transport.delete_queues({"text", "other", "gone", HAPPY_END, ERROR_END})

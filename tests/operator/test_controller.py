@@ -9,193 +9,33 @@ no Deployment controller, so nothing here expects either.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import os
 import socket
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Callable
-from typing import Any
 
 import pytest
-import yaml
 from asya_operator import cli as operator_cli
 from asya_operator.config import OperatorConfig, load_operator_config
-from asya_operator.controller import registry
-from asya_operator.resources import GROUP, VERSION
-from kubernetes.client import CoreV1Api, CustomObjectsApi
 from prometheus_client.parser import text_string_to_metric_families
 
-from asya.errors import SettingsError, UnknownActorError
+from asya.errors import SettingsError
 from asya.routing import ERROR_END, HAPPY_END
-from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
-from tests.operator.emulator import Cluster, register_crd
-from tests.operator.plan_builders import KEDA_CRD_FILES, SCHEMAS
-
-ACTORS = f"{GROUP}/{VERSION}/asyncactors"
-DEPLOYMENTS = "apps/v1/deployments"
-SCALED_OBJECTS = "keda.sh/v1alpha1/scaledobjects"
-TRIGGER_AUTHS = "keda.sh/v1alpha1/triggerauthentications"
-WAIT_S = 10.0
-SIDECAR_IMAGE = "registry.example/asya-sidecar:test"
-
-
-def async_actor(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "AsyncActor",
-        "metadata": {"name": name},
-        "spec": {"image": "ghcr.io/acme/text:1", "handler": "text:normalize", **spec},
-    }
-
-
-class World:
-    """The test's namespace through the official client, off the event loop."""
-
-    def __init__(self, cluster: Cluster, kube, namespace: str) -> None:
-        self.cluster = cluster
-        self.namespace = namespace
-        self._custom = CustomObjectsApi(kube)
-        self._core = CoreV1Api(kube)
-
-    async def create_actor(self, body: dict[str, Any]) -> Any:
-        return await asyncio.to_thread(
-            self._custom.create_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            self.namespace,
-            "asyncactors",
-            body,
-        )
-
-    async def patch_actor(self, name: str, patch: dict[str, Any]) -> Any:
-        return await asyncio.to_thread(
-            self._custom.patch_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            self.namespace,
-            "asyncactors",
-            name,
-            patch,
-            _content_type="application/merge-patch+json",
-        )
-
-    async def delete_actor(self, name: str) -> Any:
-        return await asyncio.to_thread(
-            self._custom.delete_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            self.namespace,
-            "asyncactors",
-            name,
-        )
-
-    async def create_secret(self, name: str, data: dict[str, str]) -> Any:
-        encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
-        body = {"metadata": {"name": name}, "data": encoded}
-        return await asyncio.to_thread(self._core.create_namespaced_secret, self.namespace, body)
-
-    async def wait_for_watch(self, resource: str) -> None:
-        try:
-            async with asyncio.timeout(WAIT_S):
-                await self.cluster.watched(resource)
-        except TimeoutError:
-            pytest.fail(f"not within {WAIT_S} s: a watch of {resource}")
-
-    async def get(self, resource: str, name: str) -> dict[str, Any] | None:
-        """The object now (None: absent), as the stand-in holds it."""
-        return await self.cluster.wait_for(resource, self.namespace, name, lambda _: True)
-
-    async def wait_for(
-        self,
-        resource: str,
-        name: str,
-        condition: Callable[[dict[str, Any] | None], bool],
-        what: str,
-    ) -> Any:
-        try:
-            async with asyncio.timeout(WAIT_S):
-                return await self.cluster.wait_for(resource, self.namespace, name, condition)
-        except TimeoutError:
-            pytest.fail(f"not within {WAIT_S} s: {what}")
-
-    async def wait_exists(self, resource: str, name: str) -> dict[str, Any]:
-        found = await self.wait_for(resource, name, lambda o: o is not None, f"{resource} {name}")
-        assert found is not None
-        return found
-
-    async def wait_condition(self, name: str, kind: str, status: str) -> dict[str, Any]:
-        found = await self.wait_for(
-            ACTORS,
-            name,
-            lambda o: o is not None and condition_of(o, kind).get("status") == status,
-            f"AsyncActor {name} {kind}={status}",
-        )
-        assert found is not None
-        return found
-
-
-def condition_of(actor: dict[str, Any], kind: str) -> dict[str, Any]:
-    for condition in (actor.get("status") or {}).get("conditions") or ():
-        if condition["type"] == kind:
-            return dict(condition)
-    return {}
-
-
-def observed(actor: dict[str, Any] | None) -> int | None:
-    return None if actor is None else (actor.get("status") or {}).get("observedGeneration")
-
-
-def container(deployment: dict[str, Any], name: str) -> dict[str, Any]:
-    (found,) = [
-        c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == name
-    ]
-    return dict(found)
-
-
-def env_of(container_body: dict[str, Any]) -> dict[str, Any]:
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container_body["env"]}
-
-
-@pytest.fixture
-async def world(cluster, kube, namespace, monkeypatch) -> World:
-    for crd_file in KEDA_CRD_FILES.values():
-        register_crd(cluster, yaml.safe_load((SCHEMAS / crd_file).read_text(encoding="utf-8")))
-    monkeypatch.setenv("ASYA_OPERATOR_SIDECAR_IMAGE", SIDECAR_IMAGE)
-    monkeypatch.setenv("ASYA_OPERATOR_RECHECK_S", "0.2")
-    return World(cluster, kube, namespace)
-
-
-@pytest.fixture
-async def broker_secret(world, amqp_url) -> dict[str, str]:
-    data = {"amqp-url": amqp_url, "management-url": "http://guest:guest@127.0.0.1:15672/"}
-    await world.create_secret("asya-broker", data)
-    return data
-
-
-@pytest.fixture
-async def operator(world, run_operator) -> None:
-    await run_operator(registry)
-    await world.cluster.watched(ACTORS)
-
-
-@pytest.fixture
-async def queues(amqp_url, namespace):
-    """A client in the test's namespace; every queue an actor of these tests may have goes after."""
-    options = RabbitMQOptions(namespace=namespace, connection_name="test_controller")
-    async with RabbitMQTransport(amqp_url, options) as transport:
-        yield transport
-        await transport.delete_queues({"text", "other", "gone", HAPPY_END, ERROR_END})
-
-
-async def has_queue(broker: RabbitMQTransport, actor: str) -> bool:
-    try:
-        await broker.depth(actor)
-    except UnknownActorError:
-        return False
-    return True
+from tests.operator.controller_world import (
+    ACTORS,
+    DEPLOYMENTS,
+    SCALED_OBJECTS,
+    SIDECAR_IMAGE,
+    TRIGGER_AUTHS,
+    async_actor,
+    condition_of,
+    container,
+    env_of,
+    has_queue,
+    observed,
+)
 
 
 @pytest.mark.rabbitmq

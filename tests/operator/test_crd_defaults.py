@@ -37,12 +37,19 @@ DEFAULTED = [
     ("retry.maxDelayMs", RetryPolicy, "max_delay_ms"),
     ("retry.jitter", RetryPolicy, "jitter"),
     ("retry.retryTimeouts", RetryPolicy, "retry_timeouts"),
-    ("batch.waitMs", ActorSpec, "batch_wait_ms"),
     ("priority", ActorSpec, "priority"),
 ]
 
 # Unset in the CR means "the decorator's value", so the CRD gives these no default.
 DECORATOR_DECIDES = ["retry", "timeoutSeconds", "concurrency", "batch"]
+
+
+def test_a_batch_override_without_a_wait_keeps_the_decorators_wait():
+    batch = schema_at(openapi_schema(async_actor_crd()), "spec.batch")
+
+    assert "default" not in batch["properties"]["waitMs"]
+    assert "unset = the decorator's" in batch["properties"]["waitMs"]["description"]
+
 
 MINIMAL = {"image": "img", "handler": "m:f", "retry": {}, "batch": {"size": 1}}
 

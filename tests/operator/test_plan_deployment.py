@@ -60,9 +60,13 @@ def test_the_crs_execution_fields_reach_the_runtime_as_overrides_it_applies():
     env = {var["name"]: var["value"] for var in container(deployment(actor), "runtime")["env"]}
 
     overrides = parse_overrides(env["ASYA_ACTOR_OVERRIDES"])
-    spec = apply_overrides(build_spec(_handler, {"name": "normalize"}), overrides)
+    spec = apply_overrides(
+        build_spec(_handler, {"name": "normalize", "batch_wait_ms": 40}), overrides
+    )
     assert (spec.timeout_s, spec.concurrency, spec.batch) == (5.0, 3, 16)
     assert spec.retry.max_attempts == 2
+    assert spec.batch_wait_ms == 40  # no waitMs in the CR: the decorator's
+    assert '"waitMs"' not in env["ASYA_ACTOR_OVERRIDES"]
     assert "ASYA_ACTOR_OVERRIDES" not in str(container(deployment(), "runtime")["env"])
 
 

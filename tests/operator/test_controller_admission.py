@@ -1,0 +1,156 @@
+"""Admission in the loop, on the stand-in cluster: an AsyncActor with a pool runs the replicas
+its pool's quota admits — KEDA proposes (spec.replicas), admission disposes (the Deployment).
+
+The controller runs on kmock's emulator as in test_controller; the broker is real (queues are
+declared as for any actor). Quota here is GPUs, a count like any other resource.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from asya_operator.resources import GROUP, VERSION
+from kubernetes.client import CustomObjectsApi
+
+from tests.operator.controller_world import ACTORS, DEPLOYMENTS, async_actor, condition_of
+
+pytestmark = pytest.mark.rabbitmq
+
+
+def gpu_actor(name: str, *, replicas: int, priority: int = 0, pool: str = "team-a") -> dict:
+    return async_actor(
+        name,
+        pool=pool,
+        priority=priority,
+        replicas=replicas,
+        resources={"gpus": 1},
+        scaling={"maxReplicas": 8},
+    )
+
+
+def pool_body(gpus: int, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourcePool",
+        "metadata": {"name": "team-a"},
+        "spec": {
+            "quotas": [
+                {"flavor": "gpu", "resources": [{"name": "nvidia.com/gpu", "nominal": gpus}]}
+            ],
+            **spec,
+        },
+    }
+
+
+@pytest.fixture
+async def quota(world, kube):
+    """Create or patch cluster-scoped objects (the pool, the flavor) off the event loop."""
+    custom = CustomObjectsApi(kube)
+
+    async def create(plural: str, body: dict[str, Any]) -> None:
+        await asyncio.to_thread(custom.create_cluster_custom_object, GROUP, VERSION, plural, body)
+
+    async def patch(plural: str, name: str, body: dict[str, Any]) -> None:
+        await asyncio.to_thread(
+            custom.patch_cluster_custom_object,
+            GROUP,
+            VERSION,
+            plural,
+            name,
+            body,
+            _content_type="application/merge-patch+json",
+        )
+
+    flavor = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "gpu"},
+    }
+    await create("resourceflavors", {**flavor, "spec": {}})
+    return create, patch
+
+
+async def replicas_become(world, name: str, count: int) -> dict[str, Any]:
+    return await world.wait_for(
+        DEPLOYMENTS,
+        name,
+        lambda d: d is not None and d["spec"]["replicas"] == count,
+        f"Deployment {name} at {count} replicas",
+    )
+
+
+async def admitted_become(world, name: str, count: int) -> dict[str, Any]:
+    return await world.wait_for(
+        ACTORS,
+        name,
+        lambda a: a is not None and (a.get("status") or {}).get("admittedReplicas") == count,
+        f"AsyncActor {name} with {count} admitted",
+    )
+
+
+async def test_an_elastic_actor_runs_what_its_pool_admits_and_no_more(
+    world, broker_secret, operator, queues, quota
+):
+    create, patch = quota
+    await create("resourcepools", pool_body(2))
+    await world.create_actor(gpu_actor("text", replicas=5))
+
+    actor = await admitted_become(world, "text", 2)
+    await replicas_become(world, "text", 2)
+
+    admitted = condition_of(actor, "Admitted")
+    assert (admitted["status"], admitted["reason"]) == ("False", "Pending")
+    assert "2 of 5 replicas admitted, 3 waiting" in admitted["message"]
+    assert "nvidia.com/gpu" in admitted["message"]
+    reserved = condition_of(actor, "QuotaReserved")
+    assert reserved["status"] == "True"
+    assert "2 replicas hold quota in flavor gpu of pool team-a" in reserved["message"]
+    assert actor["status"]["admittedFlavor"] == "gpu"
+
+    # More quota: more of what KEDA asks for runs.
+    await patch("resourcepools", "team-a", pool_body(4))
+    await admitted_become(world, "text", 4)
+    await replicas_become(world, "text", 4)
+
+    # KEDA asks for fewer: the rest is released at once.
+    await world.patch_actor("text", {"spec": {"replicas": 1}})
+    actor = await admitted_become(world, "text", 1)
+    await replicas_become(world, "text", 1)
+    assert condition_of(actor, "Admitted")["status"] == "True"
+
+
+async def test_a_higher_priority_actor_preempts_a_lower_ones_replicas_and_gives_them_back(
+    world, broker_secret, operator, queues, quota
+):
+    create, _patch = quota
+    await create("resourcepools", pool_body(2, preemption={"withinPool": "LowerPriority"}))
+    await world.create_actor(gpu_actor("text", replicas=2))
+    await replicas_become(world, "text", 2)
+
+    await world.create_actor(gpu_actor("other", replicas=2, priority=10))
+
+    await replicas_become(world, "other", 2)
+    low = await admitted_become(world, "text", 0)
+    await replicas_become(world, "text", 0)
+    preempted = condition_of(low, "Preempted")
+    assert (preempted["status"], preempted["reason"]) == ("True", "Preempted")
+    assert f"{world.namespace}/other" in preempted["message"]
+
+    await world.delete_actor("other")
+
+    await admitted_become(world, "text", 2)
+    await replicas_become(world, "text", 2)
+
+
+async def test_an_actor_naming_a_missing_pool_runs_nothing_and_says_why(
+    world, broker_secret, operator, queues, quota
+):
+    await world.create_actor(gpu_actor("text", replicas=2, pool="no-such-pool"))
+
+    actor = await world.wait_condition("text", "Admitted", "False")
+    await replicas_become(world, "text", 0)
+
+    assert "pool no-such-pool does not exist" in condition_of(actor, "Admitted")["message"]
+    assert actor["status"]["admittedReplicas"] == 0
