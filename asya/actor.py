@@ -100,6 +100,9 @@ class ActorSpec:
     resources: Resources = field(default_factory=Resources)
     pool: str | None = None
     priority: int = 0
+    cpu_fallback: bool = False
+    """A GPU actor's worker that finds no GPU free runs on CPU (no GPU visible to it) instead of
+    waiting for one; the local runner's choice (`asya dev`, `asya serve`), not the cluster's."""
 
     @property
     def ref(self) -> str:
@@ -127,6 +130,7 @@ class ActorOptions(TypedDict, total=False):
     gpus: int
     pool: str
     priority: int
+    cpu_fallback: bool
 
 
 _Positive = Annotated[int, msgspec.Meta(ge=1)]
@@ -153,6 +157,7 @@ class _CheckedOptions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     gpus: _NonNegative = 0
     pool: str | None = None
     priority: int = 0
+    cpu_fallback: bool = False
 
 
 _OPTION_NAMES: Final = frozenset(ActorOptions.__annotations__)
@@ -251,6 +256,12 @@ def build_spec(obj: Any, options: ActorOptions | dict[str, Any]) -> ActorSpec:
             f" ({checked.max_replicas})",
             actor=name,
         )
+    if checked.cpu_fallback and checked.gpus == 0:
+        raise ActorDefinitionError(
+            f"@actor '{name}': cpu_fallback=True applies to GPU actors only; declare gpus=N"
+            " too, or drop cpu_fallback",
+            actor=name,
+        )
     is_class, style, takes_context = _inspect_target(obj, name)
     if checked.batch is not None and (style.is_generator or takes_context):
         raise ActorDefinitionError(
@@ -282,6 +293,7 @@ def build_spec(obj: Any, options: ActorOptions | dict[str, Any]) -> ActorSpec:
         resources=Resources(cpu=checked.cpu, memory=checked.memory, gpus=checked.gpus),
         pool=checked.pool,
         priority=checked.priority,
+        cpu_fallback=checked.cpu_fallback,
     )
 
 

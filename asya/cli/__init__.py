@@ -5,6 +5,7 @@
     asya send --route a,b ...      send one envelope (to a broker, or to an app in-process)
     asya render APP --image IMAGE  write Helm values for an app's actors (asya-pipeline chart)
     asya admission simulate FILE   run the admission engine on a scenario
+    asya gpus [-o json]            list this machine's GPUs (NVML) and their flavors
 
 An entry point: reads the environment once (`asya.settings`), parses arguments (argparse),
 calls the library and turns its errors into one-line messages and exit codes: 0 success,
@@ -23,7 +24,7 @@ import sys
 from collections.abc import Sequence
 
 from asya import logs
-from asya.cli import admission, dev, render, replay, results, send, serve
+from asya.cli import admission, dev, gpus, render, replay, results, send, serve
 from asya.cli.options import EXIT_USAGE
 from asya.errors import AsyaError
 from asya.settings import env_var, load_settings
@@ -65,4 +66,5 @@ def _parser() -> argparse.ArgumentParser:
     send.add_parser(commands)
     render.add_parser(commands)
     admission.add_parser(commands)
+    gpus.add_parser(commands)
     return parser

@@ -8,6 +8,10 @@ credentials). Pairs are started and retired by the KEDA rule of `asya.local.auto
 the queue depth, as `asya.local.mesh` does with in-process workers. The sidecars print a
 JSON line per finished step (`ASYA_STEP_EVENTS`), which is how the run knows when it is over.
 
+A GPU actor's runtime gets `CUDA_VISIBLE_DEVICES` from `asya.local.gpus` (its sidecar needs no
+GPU); a pair that finds no GPU free is not started until one is, and its devices are given back
+only once both processes have exited.
+
 A process that exits on its own is fatal for the run. A pair is retired sidecar first (it
 drains, and gives back what it cannot finish), then its runtime; a process that outlives
 its bound after SIGTERM is killed, so stopping never hangs on one that ignores SIGTERM.
@@ -32,6 +36,7 @@ from asya.consumer import StepResult
 from asya.crew.ends import EndActor, Sink
 from asya.errors import ActorDefinitionError
 from asya.local.discovery import App
+from asya.local.gpus import Assignment, GpuAssigner, machine_gpus
 from asya.local.mesh import MeshOptions, WorkerObserver, wait_unless_fatal
 from asya.local.scaler import Scaler
 from asya.routing import ERROR_END, HAPPY_END
@@ -55,6 +60,7 @@ class _Pair:
     index: int
     runtime: asyncio.subprocess.Process
     sidecar: asyncio.subprocess.Process
+    assignment: Assignment | None = None
     retiring: bool = False
     watchers: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -76,8 +82,13 @@ class IsolatedMesh:
         clock: Clock,
         rng: random.Random,
         options: MeshOptions | None = None,
+        gpus: GpuAssigner | None = None,
     ) -> None:
+        """`gpus` assigns GPU actors' devices; default: from this machine's GPUs, read at the
+        start."""
         self._app = app
+        self._env = env
+        self._gpus = gpus
         self._transport = transport
         self._observer = observer
         self._workdir = workdir
@@ -124,6 +135,10 @@ class IsolatedMesh:
         return self._scaler.workers(actor)
 
     async def __aenter__(self) -> IsolatedMesh:
+        """Raises: ActorDefinitionError: a GPU actor could never get its GPUs here."""
+        if self._gpus is None:
+            machine = machine_gpus(self._app.specs, self._options.gpu_mode, env=self._env)
+            self._gpus = machine.assigner if machine is not None else None
         self._fatal = asyncio.get_running_loop().create_future()
         for name in (*(s.name for s in self._app.specs), HAPPY_END, ERROR_END):
             await self._transport.declare(name)
@@ -158,13 +173,20 @@ class IsolatedMesh:
         if self._fatal is not None and self._fatal.done():
             self._fatal.exception()  # raised by `wait`, or superseded by why the run ended
 
-    async def _start_pair(self, spec: ActorSpec) -> _Pair:
+    async def _start_pair(self, spec: ActorSpec) -> _Pair | None:
         index = self._started[spec.name]
+        devices: dict[str, str] = {}
+        assignment = None
+        if spec.resources.gpus and self._gpus is not None:
+            assignment = self._gpus.assign(spec, index)
+            if assignment is None:
+                return None  # it waits for a GPU; the scaler tries again at its next poll
+            devices = assignment.environment()
         self._started[spec.name] += 1
         socket = {env_var("socket_path"): str(self._workdir / f"{spec.name}-{index}.sock")}
         runtime = await self._spawn(
             ["-m", "asya.runtime"],
-            {**self._runtime_env, **socket, env_var("handler"): spec.ref},
+            {**self._runtime_env, **socket, env_var("handler"): spec.ref, **devices},
             events=False,
         )
         sidecar = await self._spawn(
@@ -172,7 +194,7 @@ class IsolatedMesh:
             {**self._sidecar_env, **socket, env_var("actor"): spec.name},
             events=True,
         )
-        pair = _Pair(spec.name, index, runtime, sidecar)
+        pair = _Pair(spec.name, index, runtime, sidecar, assignment)
         pair.watchers = [
             asyncio.create_task(self._watch(pair, "runtime", runtime)),
             asyncio.create_task(self._watch(pair, "sidecar", sidecar)),
@@ -235,6 +257,8 @@ class IsolatedMesh:
         await _stop_process(pair.sidecar, bound_s)
         await _stop_process(pair.runtime, bound_s)
         await asyncio.gather(*pair.watchers, return_exceptions=True)
+        if pair.assignment is not None and self._gpus is not None:
+            self._gpus.release(pair.assignment)
 
 
 async def _stop_process(process: asyncio.subprocess.Process, bound_s: float) -> None:

@@ -5,6 +5,10 @@ to start or retire workers by the KEDA rule of `asya.local.autoscale`. Each work
 `Consumer` with its own invoker (a class actor is instantiated once per worker). A worker that
 cannot start (its class raises in `__init__`) is fatal for the run: `wait` raises it instead
 of waiting for ever on envelopes nobody can process. Works on any transport.
+
+A GPU actor's worker is a `Consumer` too, but its invoker runs the handler in processes of its
+own, started with the GPUs `asya.local.gpus` assigns it (or none, on CPU); a worker that finds
+no GPU free is not started until one is (the scaler tries again at its next poll).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from asya.consumer import Consumer, ConsumerConfig, Observer
 from asya.crew.ends import EndActor, Sink
 from asya.envelope import Limits
 from asya.handler import LocalInvoker
+from asya.local.gpus import Assignment, GpuMode, GpuWorkers, StartableInvoker, machine_gpus
 from asya.local.scaler import Scaler
 from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.base import Transport
@@ -54,6 +59,15 @@ class MeshOptions:
     """How often queue depths are checked to scale workers."""
     grace_s: float = 5.0
     """How long a retiring worker may take to finish what it holds."""
+    gpu_mode: GpuMode = GpuMode.ASSIGN
+    """GPU actors in processes of their own with devices assigned, or in-process like others."""
+
+
+@dataclass(eq=False)
+class _Worker:
+    consumer: Consumer
+    assignment: Assignment | None = None
+    """The GPUs it holds (a GPU actor's worker), given back once it has stopped."""
 
 
 class Mesh:
@@ -70,9 +84,12 @@ class Mesh:
         rng: random.Random,
         options: MeshOptions | None = None,
         ends: bool = True,
+        gpus: GpuWorkers | None = None,
     ) -> None:
         """`ends=False`: run no end actors (another process consumes `happy-end` and
-        `error-end`); their queues are declared all the same, for the actors to publish to."""
+        `error-end`); their queues are declared all the same, for the actors to publish to.
+        `gpus`: how GPU actors get devices and processes; default: this machine's GPUs, read at
+        the start (`options.gpu_mode` says whether at all)."""
         self.specs = tuple(specs)
         self._transport = transport
         self._observer = observer
@@ -93,11 +110,16 @@ class Mesh:
             retire=self._retire,
             on_error=self._fail,
         )
+        self._gpus = gpus
+        self._started: dict[str, int] = {s.name: 0 for s in self.specs}
         self._retiring: set[asyncio.Task[None]] = set()
         self._scaling: asyncio.Task[None] | None = None
         self._fatal: asyncio.Future[None] | None = None
 
     async def __aenter__(self) -> Mesh:
+        """Raises: ActorDefinitionError: a GPU actor could never get its GPUs here."""
+        if self._gpus is None:
+            self._gpus = machine_gpus(self.specs, self._options.gpu_mode)
         self._fatal = asyncio.get_running_loop().create_future()
         for name in (*(s.name for s in self.specs), HAPPY_END, ERROR_END):
             await self._transport.declare(name)
@@ -113,7 +135,7 @@ class Mesh:
                 await self._scaling
         grace = self._options.grace_s
         # All at once: each stops pulling now, and the grace bounds the whole drain, not each.
-        await asyncio.gather(*(worker.stop(grace) for worker in self._scaler.take_all()))
+        await asyncio.gather(*(self._stop(worker) for worker in self._scaler.take_all()))
         await asyncio.gather(*self._retiring, return_exceptions=True)
         for end in self._ends:
             await end.stop(grace)
@@ -134,24 +156,43 @@ class Mesh:
         if self._fatal is not None and not self._fatal.done():
             self._fatal.set_exception(exc)
 
-    def _retire(self, worker: Consumer) -> None:
-        retiring = asyncio.create_task(worker.stop(self._options.grace_s))
+    def _retire(self, worker: _Worker) -> None:
+        retiring = asyncio.create_task(self._stop(worker))
         self._retiring.add(retiring)
         retiring.add_done_callback(self._retiring.discard)
 
-    async def _start_worker(self, spec: ActorSpec) -> Consumer:
-        """A started worker.
+    async def _stop(self, worker: _Worker) -> None:
+        try:
+            await worker.consumer.stop(self._options.grace_s)
+        finally:
+            # Only now: its processes have exited, so the devices are in no one's hands.
+            if worker.assignment is not None and self._gpus is not None:
+                self._gpus.assigner.release(worker.assignment)
+
+    async def _start_worker(self, spec: ActorSpec) -> _Worker | None:
+        """A started worker; None for a GPU actor's worker that must wait for a GPU.
 
         Raises:
             ActorDefinitionError: the actor's class raised in `__init__`.
         """
-        invoker = LocalInvoker(spec)
+        assignment = None
+        invoker: StartableInvoker
+        if spec.resources.gpus and self._gpus is not None:
+            assignment = self._gpus.assigner.assign(spec, self._started[spec.name])
+            if assignment is None:
+                return None
+            invoker = self._gpus.invoker(spec, assignment)
+        else:
+            invoker = LocalInvoker(spec)
+        self._started[spec.name] += 1
         try:
             await invoker.start()
         except Exception:
             log.error("worker failed to start", extra={"actor": spec.name})
+            if assignment is not None and self._gpus is not None:
+                self._gpus.assigner.release(assignment)
             raise
-        worker = Consumer(
+        consumer = Consumer(
             ConsumerConfig.from_spec(spec),
             transport=self._transport,
             invoker=invoker,
@@ -160,5 +201,5 @@ class Mesh:
             rng=self._rng,
             observer=self._observer,
         )
-        await worker.start()
-        return worker
+        await consumer.start()
+        return _Worker(consumer, assignment)

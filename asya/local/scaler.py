@@ -4,8 +4,10 @@ The loop both local meshes share: poll every actor's queue depth, ask the pure r
 `asya.local.autoscale` how many replicas that is, start or retire workers to match, and tell
 the observer. What a worker *is* — an in-process `Consumer` (`asya.local.mesh`) or a runtime
 and sidecar pair of processes (`asya.local.isolate`) — is the caller's: it passes how to start
-one and how to retire one. An error while scaling (a worker that cannot start, a broker that
-fails) ends the loop and is handed to `on_error`: the run cannot go on without its workers.
+one and how to retire one; `start` may answer None, "not now" (a GPU actor's worker waiting for
+a GPU), and the scaler tries again at its next poll. An error while scaling (a worker that
+cannot start, a broker that fails) ends the loop and is handed to `on_error`: the run cannot
+go on without its workers.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ class Scaler(Generic[W]):
         clock: Clock,
         observer: WorkerCounter,
         poll_interval_s: float,
-        start: Callable[[ActorSpec], Awaitable[W]],
+        start: Callable[[ActorSpec], Awaitable[W | None]],
         retire: Callable[[W], None],
         on_error: Callable[[Exception], None],
     ) -> None:
@@ -79,7 +81,10 @@ class Scaler(Generic[W]):
         self._scale[spec.name] = state
         workers = self._workers[spec.name]
         while len(workers) < state.replicas:
-            workers.append(await self._start(spec))
+            worker = await self._start(spec)
+            if worker is None:  # it waits (for a GPU); the next poll tries again
+                break
+            workers.append(worker)
         while len(workers) > state.replicas:
             self._retire(workers.pop())
         self._observer.on_workers(spec.name, len(workers))
