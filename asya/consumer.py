@@ -7,12 +7,14 @@ redelivery, never loss. Anything that is not a valid envelope, or cannot be publ
 still ends in `error-end` with its reason. A message whose outputs the broker would not take
 is given back (`Settle.REQUEUE`): that is the broker's failure, not the envelope's. The
 handler is behind an `Invoker`: the local runner calls user code in-process, the sidecar
-calls the runtime over its socket; the chain is the same.
+calls the runtime over its socket; the chain is the same. With `tracing` (`asya.telemetry`)
+each decoded envelope gets a span from arrival to settle; without it, one branch per step.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import logging
 import random
@@ -49,6 +51,7 @@ from asya.routing import (
     plan_success,
     plan_unknown_actor,
 )
+from asya.telemetry import ActorSpan, Tracing
 from asya.transport.base import Message, Transport
 
 log = logging.getLogger(__name__)
@@ -100,6 +103,7 @@ class _Plan:
     deliveries: list[Delivery]
     source: Envelope | None = None
     result: StepResult = StepResult.SUCCEEDED
+    span: ActorSpan | None = None
 
 
 class Consumer:
@@ -115,7 +119,10 @@ class Consumer:
         clock: Clock,
         rng: random.Random,
         observer: Observer,
+        tracing: Tracing | None = None,
     ) -> None:
+        """`tracing`: a span per envelope (`asya.telemetry.installed()` at the entry points);
+        None = no tracing at all."""
         self.config = config
         self._transport = transport
         self._invoker = invoker
@@ -123,6 +130,7 @@ class Consumer:
         self._clock = clock
         self._rng = rng
         self._observer = observer
+        self._tracing = tracing
         self.loop = MessageLoop(
             transport,
             config.actor,
@@ -143,15 +151,35 @@ class Consumer:
         """Process a batch of messages (one, unless the actor batches); how to settle each."""
         started = self._clock.monotonic()
         plans = [self._admit(message) for message in messages]
-        callable_plans = [p for p in plans if p.source is not None and not p.deliveries]
-        if callable_plans:
-            envelopes = [p.source for p in callable_plans if p.source is not None]
-            outcomes = await self._invoker.invoke(envelopes)
-            for plan, outcome in zip(callable_plans, outcomes, strict=True):
-                self._route(plan, outcome)
-        return [await self._deliver(plan, started) for plan in plans]
+        try:
+            callable_plans = [p for p in plans if p.source is not None and not p.deliveries]
+            if callable_plans:
+                envelopes = [p.source for p in callable_plans if p.source is not None]
+                outcomes = await self._invoker.invoke(envelopes)
+                for plan, outcome in zip(callable_plans, outcomes, strict=True):
+                    self._route(plan, outcome)
+            return [await self._deliver(plan, started) for plan in plans]
+        finally:
+            if self._tracing is not None:
+                for plan in plans:  # already ended, unless the batch failed (handled again)
+                    if plan.span is not None:
+                        plan.span.end("interrupted")
 
     async def _deliver(self, plan: _Plan, started: float) -> Settle:
+        """Publish a plan's outputs (traced, when its envelope has a span) and say how to
+        settle its message."""
+        span = plan.span
+        if span is None:
+            return await self._publish_plan(plan, started)
+        now = self._clock.now()
+        plan.deliveries = [
+            dataclasses.replace(d, envelope=span.stamped(d.envelope, now)) for d in plan.deliveries
+        ]
+        settle = await self._publish_plan(plan, started)
+        span.end(plan.result.value if settle is Settle.ACK else "requeued")
+        return settle
+
+    async def _publish_plan(self, plan: _Plan, started: float) -> Settle:
         """Publish a plan's outputs; ack only once every one is confirmed.
 
         Settled here, per message, whatever happens: raising would make the loop handle the
@@ -203,11 +231,18 @@ class Consumer:
                 now=now,
             )
             return _Plan(message, [delivery], result=StepResult.FAILED)
+        span = (
+            None if self._tracing is None else self._tracing.start(envelope, self.config.actor, now)
+        )
         rejection = check_arrival(envelope, self.config.actor, now, self._limits)
         if rejection is not None:
+            if span is not None:
+                span.rejected(rejection.reason.value)
             delivery = plan_rejection(envelope, rejection, now)
-            return _Plan(message, [delivery], envelope, StepResult.FAILED)
-        return _Plan(message, [], envelope)
+            return _Plan(message, [delivery], envelope, StepResult.FAILED, span)
+        if span is not None:
+            envelope = span.carried_by(envelope)
+        return _Plan(message, [], envelope, span=span)
 
     def _route(self, plan: _Plan, outcome: Outcome) -> None:
         envelope = plan.source
@@ -217,9 +252,13 @@ class Consumer:
             plan.deliveries = plan_success(envelope, outcome, now)
             if any(d.target == ERROR_END for d in plan.deliveries):
                 plan.result = StepResult.FAILED
+            if plan.span is not None:
+                plan.span.called(envelope, outcome, None)
             return
         policy = self.config.retry
         delay = next_delay_ms(policy, outcome, envelope.status.attempt, self._rng)
+        if plan.span is not None:
+            plan.span.called(envelope, outcome, delay)
         plan.deliveries = [
             plan_failure(
                 envelope, outcome, delay_ms=delay, max_attempts=policy.max_attempts, now=now

@@ -190,17 +190,63 @@ class ProcessSettings(msgspec.Struct, frozen=True, kw_only=True):
     ] = "auto"
 
 
+OTEL_PREFIX = "OTEL_"
+
+TRACES_EXPORTERS: Final = ("otlp", "console", "none")
+"""What OTEL_TRACES_EXPORTER may name (a comma-separated list); otlp is OTLP over HTTP."""
+
+
+class TracingSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """OpenTelemetry tracing, read from the standard `OTEL_*` variables (`otel_var`), not
+    `ASYA_*`: the names every OpenTelemetry collector setup already uses. The SDK itself reads
+    the rest (`OTEL_EXPORTER_OTLP_*`, `OTEL_TRACES_SAMPLER`, `OTEL_RESOURCE_ATTRIBUTES`...)."""
+
+    traces_exporter: Annotated[
+        str,
+        msgspec.Meta(
+            pattern=r"^ *(otlp|console|none) *(, *(otlp|console|none) *)*$",
+            description="where spans go: otlp (OTLP over HTTP, to OTEL_EXPORTER_OTLP_ENDPOINT),"
+            " console (one JSON line per span on stderr), none; a comma-separated list; none ="
+            " tracing off (no OpenTelemetry import, no per-envelope cost)",
+        ),
+    ] = "none"
+    service_name: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="service.name of the spans; unset = the process's own (asya-sidecar,"
+            " asya-dev)"
+        ),
+    ] = None
+    sdk_disabled: Annotated[
+        bool, msgspec.Meta(description="true turns tracing off whatever the exporter says")
+    ] = False
+
+    @property
+    def exporters(self) -> tuple[str, ...]:
+        """The exporters to set up, none when tracing is off."""
+        if self.sdk_disabled:
+            return ()
+        names = (name.strip() for name in self.traces_exporter.split(","))
+        return tuple(dict.fromkeys(name for name in names if name != "none"))
+
+
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     limits: Limits = Limits()
     transport: TransportSettings = TransportSettings()
     runtime: RuntimeSettings = RuntimeSettings()
     sidecar: SidecarSettings = SidecarSettings()
     process: ProcessSettings = ProcessSettings()
+    tracing: TracingSettings = TracingSettings()
 
 
 def env_var(field_name: str) -> str:
     """The variable a settings field is read from: `hop_limit` -> `ASYA_HOP_LIMIT`."""
     return ENV_PREFIX + field_name.upper()
+
+
+def otel_var(field_name: str) -> str:
+    """The OpenTelemetry variable a tracing field is read from: `OTEL_TRACES_EXPORTER`."""
+    return OTEL_PREFIX + field_name.upper()
 
 
 G = TypeVar("G", bound=msgspec.Struct)
@@ -240,7 +286,7 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
         SettingsError: a variable's value does not parse as its field's type or range.
     """
     groups: dict[str, Any] = {name: load_group(group, environ) for name, group in _GROUPS.items()}
-    return Settings(**groups)
+    return Settings(**groups, tracing=load_group(TracingSettings, environ, otel_var))
 
 
 _GROUPS: dict[str, type[msgspec.Struct]] = {
