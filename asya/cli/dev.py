@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from asya import event_loop
+from asya import event_loop, telemetry
 from asya.cli.finals import FinalsWriter
 from asya.cli.options import (
     EXIT_FAILURES,
@@ -93,7 +93,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     Raises:
         ActorDefinitionError: the app cannot be imported or an actor cannot start.
-        SettingsError: the route cannot work for these inputs.
+        SettingsError: the route cannot work for these inputs, or tracing is asked for
+            (OTEL_TRACES_EXPORTER) without the otel extra.
     """
     app = load_app(args.app)
     try:
@@ -105,6 +106,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print("asya: --isolate needs --broker amqp://...", file=sys.stderr)
         return EXIT_USAGE
     check_run(app, lines, args.route)
+    telemetry.start_tracing(settings.tracing, service_name="asya-dev")
     output = args.output.open("w", encoding="utf-8") if args.output else None
     finals = FinalsWriter(sys.stdout, output)
     try:
@@ -116,6 +118,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         if output is not None:
             output.close()
+        telemetry.stop_tracing()
     if not args.quiet:
         _print_summary(app, finals, result)
     if result.stats.failed and not args.allow_failures:

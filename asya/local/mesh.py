@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from asya import telemetry
 from asya.actor import ActorSpec
 from asya.clock import Clock
 from asya.consumer import Consumer, ConsumerConfig, Observer
@@ -200,6 +201,7 @@ class Mesh:
             clock=self._clock,
             rng=self._rng,
             observer=self._observer,
+            tracing=telemetry.installed(),
         )
         await consumer.start()
         return _Worker(consumer, assignment)

@@ -25,7 +25,7 @@ import sys
 from collections.abc import Awaitable, Sequence
 from typing import TypeVar
 
-from asya import event_loop, logs
+from asya import event_loop, logs, telemetry
 from asya.clock import Clock, SystemClock
 from asya.consumer import Consumer, ConsumerConfig
 from asya.crew.ends import EndActor
@@ -252,6 +252,7 @@ async def _role(
         clock=clock,
         rng=rng,
         observer=StepEvents(emit=settings.sidecar.step_events),
+        tracing=telemetry.installed(),
     )
 
 
@@ -271,11 +272,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings(os.environ)
         logs.configure(settings.process)
+        telemetry.start_tracing(settings.tracing, service_name="asya-sidecar")
         main_loop = serve(settings, SystemClock(), random.Random())
         event_loop.run(main_loop, settings.process.event_loop)
     except AsyaError as exc:
         print(f"asya-sidecar: {exc}", file=sys.stderr)
         return 2
+    finally:
+        telemetry.stop_tracing()
     return 0
 
 
