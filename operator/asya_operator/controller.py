@@ -244,7 +244,9 @@ async def _admit(memo: Any, logger: kopf.Logger, *, skip: tuple[str, str] | None
         decided = admit_actors(world.pools, world.cohorts, world.namespace_labels, _pooled(world))
         metrics.ADMISSION_PASSES.inc()
         now = datetime.now(UTC)
-        for namespace, actor in world.actors:
+        # Shrinking actors first: a preemptor's pods never start before its victim's are
+        # scaled away, so the Deployments together never run more than the quota.
+        for namespace, actor in sorted(world.actors, key=lambda item: _growth(item, decided)):
             key = (namespace, actor_name(actor))
             admission = decided[key]
             status = plan_admission_status(actor, admission, now=now)
@@ -256,6 +258,12 @@ async def _admit(memo: Any, logger: kopf.Logger, *, skip: tuple[str, str] | None
             await asyncio.to_thread(_write_status, namespace, key[1], status)
             if key != skip:
                 await _reapply(namespace, key[1], memo, logger)
+
+
+def _growth(item: tuple[str, AsyncActor], decided: dict[tuple[str, str], ActorAdmission]) -> int:
+    namespace, actor = item
+    held = (actor.status.admitted_replicas or 0) if actor.status is not None else 0
+    return decided[namespace, actor_name(actor)].admitted - held
 
 
 def _pooled(world: AdmissionWorld) -> list[PooledActor]:
@@ -320,7 +328,8 @@ async def _reapply(namespace: str, name: str, memo: Any, logger: kopf.Logger) ->
     deployment, *_others = await asyncio.to_thread(
         _apply, plan_actor(actor, namespace, world.flavor, config)
     )
-    await _report(actor, namespace, deployment.get("status"), [])
+    status = _status_seen_since(actor, deployment.get("status"), [])
+    await asyncio.to_thread(_write_status, namespace, name, status)
 
 
 def _read_admission_world() -> AdmissionWorld:
@@ -356,14 +365,21 @@ async def follow_deployment(
     problems = find_problems(actor, namespace, secret_keys=_secret_keys(world), flavor=world.flavor)
 
     def build(current: AsyncActor) -> dict[str, Any]:
-        report = plan_status(current, dict(status), problems, now=datetime.now(UTC))
-        # The generation observed is the one `reconcile` applied, not one it has yet to see.
-        report.pop("observedGeneration", None)
-        if current.status is not None and current.status.observed_generation is not None:
-            report["observedGeneration"] = current.status.observed_generation
-        return report
+        return _status_seen_since(current, dict(status), problems)
 
     await _write_between_passes(actor, namespace, build, memo)
+
+
+def _status_seen_since(
+    actor: AsyncActor, deployment_status: dict[str, Any] | None, problems: Sequence[Problem]
+) -> dict[str, Any]:
+    # The generation observed stays the one `reconcile` applied (objects and queues), not one
+    # it has yet to see: written by anyone else, the status keeps the one it has.
+    report = plan_status(actor, deployment_status, problems, now=datetime.now(UTC))
+    report.pop("observedGeneration", None)
+    if actor.status is not None and actor.status.observed_generation is not None:
+        report["observedGeneration"] = actor.status.observed_generation
+    return report
 
 
 @kopf.on.delete(*_ACTORS, registry=registry)

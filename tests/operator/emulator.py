@@ -92,6 +92,10 @@ class Cluster(kmock.KubernetesEmulator):
             await bus.unmark(mark)
         return current
 
+    def current(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """The object as stored now (None: absent); for a condition that looks at others."""
+        return self._body(kmock.resource(resource), namespace, name)
+
     def _next_version(self) -> str:
         self._last_version += 1
         return str(self._last_version)

@@ -1,0 +1,272 @@
+"""Quota, borrowing, reclaim and preemption on the cluster stand-in, with real pods and broker.
+
+Two teams share one cohort of GPUs (a count, as any resource): pool team-a and pool team-b have
+one `nvidia.com/gpu` each and may lend it while idle. Each team runs an actor that wants up to
+two replicas of one GPU; team-a also has an urgent actor at a higher priority. The controller,
+the stand-in KEDA and the stand-in kubelet run as in the single-actor headline test; the test
+creates only the user's objects and sends envelopes:
+
+1. a burst on team-a's actor while team-b is idle: KEDA asks for 2, the pool admits 1 of its
+   own and borrows team-b's idle GPU;
+2. a burst on team-b's actor: team-b takes its GPU back (team-a's borrowed replica is
+   preempted, its pod drained);
+3. envelopes for team-a's urgent actor: it preempts team-a's own lower-priority replica.
+
+Every envelope sent reaches happy-end (read back from the namespace's results), and a sampler
+checks, all along, that the replicas holding quota never exceed the cohort's two GPUs while
+KEDA at times asks for more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import textwrap
+from typing import Any
+
+import kubernetes
+import pytest
+from asya_operator.controller import registry
+from asya_operator.resources import GROUP, VERSION
+
+from asya import Client
+from asya.envelope import END_LIMITS, decode_envelope
+from asya.transport.records import RecordKind
+from tests.operator.test_standin import (
+    ACTORS,
+    DEPLOYMENTS,
+    WAIT_S,
+    create_broker_secret,
+    wait_for,
+)
+
+HANDLERS = """
+import time
+from asya import actor
+
+def work(doc):
+    time.sleep(0.5)
+    return doc
+
+a_work = actor(name="a-work")(work)
+b_work = actor(name="b-work")(lambda doc: work(doc))
+a_urgent = actor(name="a-urgent")(lambda doc: work(doc))
+"""
+
+GPUS = 2
+"""The cohort's GPUs: one per pool."""
+
+TEAM_A, TEAM_B, URGENT = "a-work", "b-work", "a-urgent"
+
+
+def pool(name: str, **preemption: str) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourcePool",
+        "metadata": {"name": name},
+        "spec": {
+            "cohort": "gpus",
+            "preemption": {"reclaimWithinCohort": "Any", **preemption},
+            "quotas": [{"flavor": "gpu", "resources": [{"name": "nvidia.com/gpu", "nominal": 1}]}],
+        },
+    }
+
+
+def gpu_actor(name: str, pool_name: str, *, priority: int = 0, most: int = 2) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "AsyncActor",
+        "metadata": {"name": name},
+        "spec": {
+            "image": "registry.example.com/standin:1",
+            "handler": f"standin_handlers:{name.replace('-', '_')}",
+            "pool": pool_name,
+            "priority": priority,
+            "resources": {"gpus": 1},
+            "scaling": {
+                "minReplicas": 0,
+                "maxReplicas": most,
+                "queueLength": 2,
+                "pollingInterval": 1,
+                "cooldownPeriod": 2,
+            },
+        },
+    }
+
+
+class Sampler:
+    """Reads every actor of the namespace as the stand-in holds it, on each change, and keeps
+    what the test asserts on: the most GPUs ever holding quota, whether KEDA ever asked for
+    more than the cohort has, and every admitted count seen per actor."""
+
+    def __init__(self, cluster: Any, namespace: str) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.most_held = 0
+        self.most_desired = 0
+        self.seen: dict[str, set[int]] = {}
+
+    async def run(self) -> None:
+        # The condition is called on every change of any AsyncActor, and never holds.
+        await self.cluster.wait_for(ACTORS, self.namespace, TEAM_A, self._sample)
+
+    def _sample(self, _changed: Any) -> bool:
+        held = desired = 0
+        for name in (TEAM_A, TEAM_B, URGENT):
+            actor = self.cluster.current(ACTORS, self.namespace, name)
+            if actor is None:
+                continue
+            admitted = int((actor.get("status") or {}).get("admittedReplicas") or 0)
+            held += admitted
+            desired += int(actor["spec"].get("replicas") or 0)
+            self.seen.setdefault(name, set()).add(admitted)
+        self.most_held = max(self.most_held, held)
+        self.most_desired = max(self.most_desired, desired)
+        return False  # never done: sample every change until cancelled
+
+
+def admitted(count: int) -> Any:
+    return lambda o: (
+        o is not None and int((o.get("status") or {}).get("admittedReplicas") or 0) == count
+    )
+
+
+def condition(kind: str, status: str) -> Any:
+    def check(actor: dict[str, Any] | None) -> bool:
+        for found in ((actor or {}).get("status") or {}).get("conditions") or ():
+            if found["type"] == kind:
+                return bool(found["status"] == status)
+        return False
+
+    return check
+
+
+async def test_two_teams_borrow_reclaim_and_preempt_gpus_and_every_envelope_is_served(
+    cluster,
+    kube,
+    kubelet,
+    keda,
+    run_operator,
+    transport,
+    namespace,
+    amqp_url,
+    actor_names,
+    tmp_path,
+):
+    (tmp_path / "image" / "standin_handlers.py").write_text(textwrap.dedent(HANDLERS))
+    actor_names.update({TEAM_A, TEAM_B, URGENT})
+    custom = kubernetes.client.CustomObjectsApi(kube)
+
+    async def create(plural: str, body: dict[str, Any], *, namespaced: bool = False) -> None:
+        if namespaced:
+            call = custom.create_namespaced_custom_object
+            await asyncio.to_thread(call, GROUP, VERSION, namespace, plural, body)
+        else:
+            call = custom.create_cluster_custom_object
+            await asyncio.to_thread(call, GROUP, VERSION, plural, body)
+
+    await create_broker_secret(kube, namespace, amqp_url)
+    flavor = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "gpu"},
+    }
+    await create("resourceflavors", {**flavor, "spec": {}})
+    await create("resourcepools", pool("team-a", withinPool="LowerPriority"))
+    await create("resourcepools", pool("team-b"))
+    await run_operator(registry)
+    await cluster.watched(ACTORS)
+    for body in (
+        gpu_actor(TEAM_A, "team-a"),
+        gpu_actor(TEAM_B, "team-b"),
+        gpu_actor(URGENT, "team-a", priority=10, most=1),
+    ):
+        await create("asyncactors", body, namespaced=True)
+    for name in (TEAM_A, TEAM_B, URGENT):
+        await wait_for(
+            cluster,
+            ACTORS,
+            namespace,
+            name,
+            lambda o: int(((o or {}).get("status") or {}).get("observedGeneration") or 0) >= 1,
+            f"{name}'s objects applied and queues declared",
+        )
+    sampler = Sampler(cluster, namespace)
+    sampling = asyncio.create_task(sampler.run())
+    client = Client(transport)
+    try:
+        # 1. team-b idle: team-a's actor borrows its GPU.
+        sent = {await client.send([TEAM_A], {"n": n}) for n in range(30)}
+        held = await wait_for(cluster, ACTORS, namespace, TEAM_A, admitted(2), "team-a borrows")
+        reserved = condition("QuotaReserved", "True")
+        assert reserved(held)
+        assert "borrowing" in _message(held, "QuotaReserved")
+
+        # 2. team-b wakes: it reclaims its GPU from team-a.
+        sent |= {await client.send([TEAM_B], {"n": n}) for n in range(12)}
+        await wait_for(cluster, ACTORS, namespace, TEAM_B, admitted(1), "team-b reclaims")
+        reclaimed = await wait_for(
+            cluster, ACTORS, namespace, TEAM_A, admitted(1), "team-a gives one back"
+        )
+        assert f"{namespace}/{TEAM_B}" in _message(reclaimed, "Preempted")
+
+        # 3. team-a's urgent actor preempts team-a's own lower-priority replica (topped up
+        # first, so that it still has work and a replica when the urgent envelopes come).
+        sent |= {await client.send([TEAM_A], {"n": n}) for n in range(30, 50)}
+        sent |= {await client.send([URGENT], {"n": n}) for n in range(4)}
+        await wait_for(cluster, ACTORS, namespace, URGENT, admitted(1), "urgent admitted")
+        preempted = await wait_for(
+            cluster, ACTORS, namespace, TEAM_A, admitted(0), "team-a preempted by urgent"
+        )
+        assert f"{namespace}/{URGENT}" in _message(preempted, "Preempted")
+
+        # Every envelope is served, the preempted ones after their replicas come back.
+        results: set[str] = set()
+        try:
+            async with asyncio.timeout(3 * WAIT_S):
+                async for record in transport.records.read(RecordKind.RESULTS, follow=True):
+                    results.add(decode_envelope(record.body, END_LIMITS).id)
+                    if sent <= results:
+                        break
+        except TimeoutError:
+            pytest.fail(
+                f"{len(sent - results)} of {len(sent)} not served: {_standing(cluster, namespace)}"
+            )
+        assert results == sent
+    finally:
+        sampling.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sampling
+
+    assert sampler.most_held <= GPUS, f"{sampler.most_held} GPUs held, the cohort has {GPUS}"
+    assert sampler.most_desired > GPUS, "KEDA never asked for more than the quota"
+    assert {0, 1, 2} <= sampler.seen[TEAM_A]
+    for name in (TEAM_A, TEAM_B, URGENT):
+        deployment = await wait_for(
+            cluster, DEPLOYMENTS, namespace, name, lambda o: o is not None, f"{name}'s Deployment"
+        )
+        assert deployment["spec"]["replicas"] <= 2
+
+
+def _message(actor: dict[str, Any], kind: str) -> str:
+    for found in (actor.get("status") or {}).get("conditions") or ():
+        if found["type"] == kind:
+            return str(found.get("message", ""))
+    return ""
+
+
+def _standing(cluster: Any, namespace: str) -> dict[str, Any]:
+    """Each actor's desired, admitted and ready replicas and conditions, for a failure message."""
+    standing = {}
+    for name in (TEAM_A, TEAM_B, URGENT):
+        actor = cluster.current(ACTORS, namespace, name) or {}
+        deployment = cluster.current(DEPLOYMENTS, namespace, name) or {}
+        status = actor.get("status") or {}
+        standing[name] = {
+            "desired": actor.get("spec", {}).get("replicas"),
+            "admitted": status.get("admittedReplicas"),
+            "deployment": deployment.get("spec", {}).get("replicas"),
+            "ready": (deployment.get("status") or {}).get("readyReplicas"),
+            "conditions": {c["type"]: c.get("message") for c in status.get("conditions") or ()},
+        }
+    return standing
