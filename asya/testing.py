@@ -62,6 +62,8 @@ from asya.errors import ActorDefinitionError, EnvelopeError, SettingsError
 from asya.handler import LocalInvoker
 from asya.lineage import path_of
 from asya.local.discovery import App, load_app
+from asya.local.gpus import GpuMode
+from asya.local.mesh import MeshOptions
 from asya.local.runner import DevOptions, run_dev
 from asya.outcome import Emitted, Failure
 
@@ -221,7 +223,9 @@ async def arun(
             progress=_quiet,
             clock=clock,
             rng=rng,
-            options=DevOptions(route=chosen),
+            # GPU actors run in-process like the rest: a test needs no device (asya dev and
+            # asya serve give each GPU worker devices of its own).
+            options=DevOptions(route=chosen, mesh=MeshOptions(gpu_mode=GpuMode.IN_PROCESS)),
         )
     order = {envelope_id: index for index, envelope_id in enumerate(ids)}
 

@@ -14,7 +14,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from asya import event_loop
+from asya import event_loop, telemetry
 from asya.cli.options import (
     EXIT_FAILURES,
     EXIT_OK,
@@ -131,11 +131,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             status_every_s=args.status_every,
         ),
     )
+    telemetry.start_tracing(settings.tracing, service_name="asya-serve")
     try:
         event_loop.run(_serve(service, args.health_port), settings.process.event_loop)
     except TransportError as exc:
         print(f"asya: the broker failed while serving: {exc}", file=sys.stderr)
         return EXIT_FAILURES
+    finally:
+        telemetry.stop_tracing()
     return EXIT_OK
 
 

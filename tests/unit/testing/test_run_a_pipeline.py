@@ -85,3 +85,13 @@ def test_run_refuses_something_that_is_not_an_actor():
 def test_run_refuses_a_route_through_an_actor_the_app_does_not_define():
     with pytest.raises(SettingsError, match=r"'chek'.*did you mean 'check'"):
         run(str(TREE_APP), [1], route=["tree", "chek"])
+
+
+def test_run_keeps_a_gpu_actor_in_process_so_a_test_needs_no_gpu():
+    @actor(gpus=1)
+    def on_gpu(n):
+        return n + 1
+
+    results = run([on_gpu], [1, 2])
+
+    assert results.payloads == [2, 3]
