@@ -75,7 +75,8 @@ def add_parser(commands: Subparsers) -> None:
         "--health-port",
         type=port,
         metavar="N",
-        help="answer /healthz and /readyz on this port (0 picks a free one; default: none)",
+        help="answer /healthz, /readyz and /status (for asya status --from) on this port"
+        " (0 picks a free one; default: none)",
     )
     serve.add_argument(
         "--status-every",
@@ -148,10 +149,15 @@ async def _serve(service: Service, health_port: int | None) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     # Up before the broker is reached: live but not ready while it is awaited.
-    health = HealthServer(health_port or 0, live=service.is_live, ready=service.is_ready)
+    health = HealthServer(
+        health_port or 0,
+        live=service.is_live,
+        ready=service.is_ready,
+        status=service.status_json,
+    )
     if health_port is not None:
         await health.start()
-        _say(f"asya: probes on port {health.port} (/healthz, /readyz)")
+        _say(f"asya: probes on port {health.port} (/healthz, /readyz, /status)")
     try:
         await service.run(stop)
     finally:

@@ -7,7 +7,8 @@ in flight gets the mesh's grace to finish, and the rest goes back to its queue f
 process (or the next start) to take. Nothing here deletes a queue: the namespace is shared.
 
 Counts are bounded (one counter per actor, never one entry per envelope), since a service runs
-for weeks; `format_status` renders them as the one line printed every `status_every_s`.
+for weeks; `format_status` renders them as the one line printed every `status_every_s`, and
+`status_json` as the `GET /status` answer `asya status --from` reads (`asya.status.ServeStatus`).
 The probes' checks are `is_live` and `is_ready`; the HTTP side is `asya.health`.
 Called by `asya.cli.serve`; reads no environment and installs no signal handler.
 """
@@ -22,6 +23,8 @@ import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import msgspec
+
 from asya.actor import ActorSpec
 from asya.clock import Clock
 from asya.consumer import StepResult
@@ -30,6 +33,8 @@ from asya.envelope import Envelope, Phase
 from asya.errors import TransportError
 from asya.local.inputs import check_route
 from asya.local.mesh import Mesh, MeshOptions
+from asya.routing import ERROR_END, HAPPY_END
+from asya.status import ActorActivity, ServeStatus
 from asya.transport.base import Transport
 from asya.transport.connecting import connect_until_stopped
 
@@ -143,6 +148,46 @@ class Service:
             and self._transport is not None
             and self._transport.can_publish
         )
+
+    async def status(self) -> ServeStatus:
+        """What the service is doing now: its state, and each actor's workers, queue and counts.
+
+        A queue that cannot be read (not connected yet, the broker away) shows as unknown.
+        """
+        names = [s.name for s in self.specs]
+        if self._options.ends:
+            names += [name for name in (HAPPY_END, ERROR_END) if name not in names]
+        actors = []
+        for name in names:
+            counts = self.stats.actors.get(name) or ActorCounts()
+            queued, in_flight = None, 0
+            if self._transport is not None and self.state is ServeState.RUNNING:
+                try:
+                    depth = await self._transport.depth(name)
+                    queued, in_flight = depth.ready, depth.unacked
+                except TransportError:
+                    pass
+            actors.append(
+                ActorActivity(
+                    name=name,
+                    workers=counts.workers,
+                    queued=queued,
+                    in_flight=in_flight,
+                    processed=counts.processed,
+                    failed=counts.failed,
+                )
+            )
+        succeeded = self.stats.finals[Phase.SUCCEEDED]
+        return ServeStatus(
+            state=self.state.value,
+            actors=actors,
+            finals_succeeded=succeeded,
+            finals_failed=sum(self.stats.finals.values()) - succeeded,
+        )
+
+    async def status_json(self) -> bytes:
+        """`status()` as JSON, the body of `GET /status`."""
+        return msgspec.json.encode(await self.status())
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until `stop` is set, then drain; returns at once if stopped while connecting.
