@@ -6,6 +6,7 @@
     asya render APP --image IMAGE  write Helm values for an app's actors (asya-pipeline chart)
     asya admission simulate FILE   run the admission engine on a scenario
     asya gpus [-o json]            list this machine's GPUs (NVML) and their flavors
+    asya status [--watch]          one table of actors: queues, replicas, and why
 
 An entry point: reads the environment once (`asya.settings`), parses arguments (argparse),
 calls the library and turns its errors into one-line messages and exit codes: 0 success,
@@ -24,7 +25,7 @@ import sys
 from collections.abc import Sequence
 
 from asya import logs
-from asya.cli import admission, dev, gpus, render, replay, results, send, serve
+from asya.cli import admission, dev, gpus, render, replay, results, send, serve, status
 from asya.cli.options import EXIT_USAGE
 from asya.errors import AsyaError
 from asya.settings import env_var, load_settings
@@ -67,4 +68,5 @@ def _parser() -> argparse.ArgumentParser:
     render.add_parser(commands)
     admission.add_parser(commands)
     gpus.add_parser(commands)
+    status.add_parser(commands)
     return parser
