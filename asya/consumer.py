@@ -9,16 +9,19 @@ is given back (`Settle.REQUEUE`): that is the broker's failure, not the envelope
 handler is behind an `Invoker`: the local runner calls user code in-process, the sidecar
 calls the runtime over its socket; the chain is the same. With `tracing` (`asya.telemetry`)
 each decoded envelope gets a span from arrival to settle; without it, one branch per step.
+With `metrics` (`asya.metrics`) each finished envelope is counted by outcome and reason, with
+its processing time and queue wait, and each publish is a pending confirm until it returns.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import enum
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -38,6 +41,7 @@ from asya.envelope import (
 from asya.errors import EnvelopeError, PayloadTooLargeError, TransportError, UnknownActorError
 from asya.handler import Invoker
 from asya.message_loop import MessageLoop, Settle
+from asya.metrics import EnvelopeOutcome, Metrics
 from asya.outcome import Outcome, Success
 from asya.retry import RetryPolicy, next_delay_ms
 from asya.routing import (
@@ -51,7 +55,7 @@ from asya.routing import (
     plan_success,
     plan_unknown_actor,
 )
-from asya.telemetry import ActorSpan, Tracing
+from asya.telemetry import ActorSpan, Tracing, queue_wait_ms
 from asya.transport.base import Message, Transport
 
 log = logging.getLogger(__name__)
@@ -104,6 +108,8 @@ class _Plan:
     source: Envelope | None = None
     result: StepResult = StepResult.SUCCEEDED
     span: ActorSpan | None = None
+    reason: str = ""
+    """Why it failed (or is retried): the `reason` label of its metrics."""
 
 
 class Consumer:
@@ -120,9 +126,11 @@ class Consumer:
         rng: random.Random,
         observer: Observer,
         tracing: Tracing | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         """`tracing`: a span per envelope (`asya.telemetry.installed()` at the entry points);
-        None = no tracing at all."""
+        None = no tracing at all. `metrics`: where the chain counts what it does; None = not
+        counted (the observer still hears of every step)."""
         self.config = config
         self._transport = transport
         self._invoker = invoker
@@ -131,6 +139,7 @@ class Consumer:
         self._rng = rng
         self._observer = observer
         self._tracing = tracing
+        self._metrics = metrics
         self.loop = MessageLoop(
             transport,
             config.actor,
@@ -138,6 +147,7 @@ class Consumer:
             concurrency=config.concurrency,
             batch=config.batch,
             batch_wait_ms=config.batch_wait_ms,
+            metrics=metrics,
         )
 
     async def start(self) -> None:
@@ -206,6 +216,9 @@ class Consumer:
             if isinstance(result, BaseException):
                 raise result
         duration = self._clock.monotonic() - started
+        if self._metrics is not None:
+            outcome = EnvelopeOutcome(plan.result.value)
+            self._metrics.stepped(self.config.actor, outcome, plan.reason, duration)
         try:
             self._observer.on_step(self.config.actor, plan.result, duration, len(plan.deliveries))
         except Exception:  # an observer (stats, step events) must not undo a confirmed step
@@ -230,7 +243,11 @@ class Consumer:
                 envelope_id=new_envelope_id(now, self._rng),
                 now=now,
             )
-            return _Plan(message, [delivery], result=StepResult.FAILED)
+            return _Plan(message, [delivery], result=StepResult.FAILED, reason=reason.value)
+        if self._metrics is not None:
+            waited_ms = queue_wait_ms(envelope, now)
+            if waited_ms is not None:
+                self._metrics.queue_waited(self.config.actor, waited_ms / 1000)
         span = (
             None if self._tracing is None else self._tracing.start(envelope, self.config.actor, now)
         )
@@ -239,7 +256,9 @@ class Consumer:
             if span is not None:
                 span.rejected(rejection.reason.value)
             delivery = plan_rejection(envelope, rejection, now)
-            return _Plan(message, [delivery], envelope, StepResult.FAILED, span)
+            return _Plan(
+                message, [delivery], envelope, StepResult.FAILED, span, rejection.reason.value
+            )
         if span is not None:
             envelope = span.carried_by(envelope)
         return _Plan(message, [], envelope, span=span)
@@ -250,8 +269,11 @@ class Consumer:
         now = self._clock.now()
         if isinstance(outcome, Success):
             plan.deliveries = plan_success(envelope, outcome, now)
-            if any(d.target == ERROR_END for d in plan.deliveries):
-                plan.result = StepResult.FAILED
+            for delivery in plan.deliveries:
+                if delivery.target == ERROR_END:
+                    plan.result = StepResult.FAILED
+                    reason = delivery.envelope.status.reason
+                    plan.reason = "" if reason is None else reason.value
             if plan.span is not None:
                 plan.span.called(envelope, outcome, None)
             return
@@ -265,9 +287,22 @@ class Consumer:
             )
         ]
         plan.result = StepResult.FAILED if delay is None else StepResult.RETRIED
+        plan.reason = outcome.reason.value
 
     async def _publish(self, delivery: Delivery, source: Envelope | None) -> None:
         """Publish one delivery; one that cannot go where planned goes to `error-end`."""
+        with self._pending_confirm():
+            await self._publish_confirmed(delivery, source)
+
+    @contextlib.contextmanager
+    def _pending_confirm(self) -> Iterator[None]:
+        if self._metrics is None:
+            yield
+            return
+        with self._metrics.publishing(self.config.actor):
+            yield
+
+    async def _publish_confirmed(self, delivery: Delivery, source: Envelope | None) -> None:
         try:
             body = self._encode(delivery)
         except EnvelopeError as exc:

@@ -13,6 +13,7 @@ batch-mates down with it, a failed batch is handled again one message at a time,
 message that fails alone is requeued (on a quorum queue its delivery limit then sends it to
 `error-end` as `DeliveryLimitExceeded`). Used by `asya.consumer` (actors) and `asya.crew`
 (end actors).
+With `metrics`, it counts what only it sees: messages held (in flight), redeliveries, requeues.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import enum
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
+from asya.metrics import Metrics
 from asya.transport.base import Message, Subscription, Transport
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,7 @@ class MessageLoop:
         concurrency: int = 1,
         batch: int | None = None,
         batch_wait_ms: int = 0,
+        metrics: Metrics | None = None,
     ) -> None:
         self._transport = transport
         self._actor = actor
@@ -72,6 +75,7 @@ class MessageLoop:
         self._inflight: set[asyncio.Task[None]] = set()
         self._subscription: Subscription | None = None
         self._puller: asyncio.Task[None] | None = None
+        self._metrics = metrics
         self._pausing = asyncio.Lock()  # pause and resume each await: never interleaved
         self.state = LoopState.STARTING
 
@@ -159,9 +163,14 @@ class MessageLoop:
         return messages
 
     async def _run(self, messages: Sequence[Message]) -> None:
+        if self._metrics is not None:
+            redelivered = sum(1 for m in messages if m.redelivered)
+            self._metrics.taken(self._actor, len(messages), redelivered=redelivered)
         try:
             await self._process(messages)
         finally:
+            if self._metrics is not None:
+                self._metrics.released(self._actor, len(messages))
             self._slots.release()
             task = asyncio.current_task()
             if task is not None:
@@ -190,6 +199,8 @@ class MessageLoop:
             if settle is Settle.ACK:
                 await self._transport.ack(message)
             else:
+                if self._metrics is not None:
+                    self._metrics.requeued(self._actor)
                 await self._transport.requeue(message)
         except Exception:  # the broker redelivers what it did not see settled: nothing is lost
             log.exception("settling failed", extra={"actor": self._actor, "settle": settle.value})

@@ -18,6 +18,7 @@ broker that cannot keep them stops the end actor there. Nothing is refused and n
 - `reply_to` is answered only when it names a reply queue of this namespace (one a client
   declared for it, see `asya.transport.base`); anything else is refused with a log line, and
   the envelope is still recorded exactly once.
+With `metrics`, each recorded envelope counts as an arrival at its end, by reason.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from asya.envelope import (
 )
 from asya.errors import EnvelopeError, TransportError, UnknownActorError
 from asya.message_loop import MessageLoop, Settle
+from asya.metrics import Metrics
 from asya.routing import ERROR_END, HAPPY_END, Rejection, plan_malformed, plan_rejection
 from asya.transport.base import Death, DeathReason, Message, Transport
 from asya.transport.records import RecordKind
@@ -99,6 +101,7 @@ class EndActor:
         clock: Clock,
         rng: random.Random,
         concurrency: int = 16,
+        metrics: Metrics | None = None,
     ) -> None:
         if name not in (HAPPY_END, ERROR_END):
             raise ValueError(f"end actor must be '{HAPPY_END}' or '{ERROR_END}', got '{name}'")
@@ -109,7 +112,10 @@ class EndActor:
         self._kind = RECORD_KINDS[name]
         self._clock = clock
         self._rng = rng
-        self.loop = MessageLoop(transport, name, self.handle, concurrency=concurrency)
+        self._metrics = metrics
+        self.loop = MessageLoop(
+            transport, name, self.handle, concurrency=concurrency, metrics=metrics
+        )
 
     async def start(self) -> None:
         """Declare this end's log of records, then consume.
@@ -187,6 +193,9 @@ class EndActor:
             log.error("sink failed; message parked", extra={"actor": self.name, "error": repr(exc)})
             await self._park(message, f"{self.name} could not record it: {exc!r}")
             return
+        if self._metrics is not None:
+            reason = envelope.status.reason
+            self._metrics.arrived(self.name, "" if reason is None else reason.value)
         await self._reply(envelope, body)
 
     async def _park(self, message: Message, reason: str) -> None:

@@ -9,6 +9,9 @@ of waiting for ever on envelopes nobody can process. Works on any transport.
 A GPU actor's worker is a `Consumer` too, but its invoker runs the handler in processes of its
 own, started with the GPUs `asya.local.gpus` assigns it (or none, on CPU); a worker that finds
 no GPU free is not started until one is (the scaler tries again at its next poll).
+
+With `metrics`, every worker and end actor counts on those instruments, as a sidecar does on
+its own (`asya.metrics`); a process that serves them (`asya serve`) passes its own.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from asya.envelope import Limits
 from asya.handler import LocalInvoker
 from asya.local.gpus import Assignment, GpuMode, GpuWorkers, StartableInvoker, machine_gpus
 from asya.local.scaler import Scaler
+from asya.metrics import Metrics
 from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.base import Transport
 
@@ -86,19 +90,22 @@ class Mesh:
         options: MeshOptions | None = None,
         ends: bool = True,
         gpus: GpuWorkers | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         """`ends=False`: run no end actors (another process consumes `happy-end` and
         `error-end`); their queues are declared all the same, for the actors to publish to.
         `gpus`: how GPU actors get devices and processes; default: this machine's GPUs, read at
-        the start (`options.gpu_mode` says whether at all)."""
+        the start (`options.gpu_mode` says whether at all). `metrics`: what the workers and end
+        actors count on (None: the observer alone hears of each step)."""
         self.specs = tuple(specs)
         self._transport = transport
         self._observer = observer
         self._clock = clock
         self._rng = rng
         self._options = options or MeshOptions()
+        self._metrics = metrics
         self._ends = [
-            EndActor(name, transport=transport, sink=sink, clock=clock, rng=rng)
+            EndActor(name, transport=transport, sink=sink, clock=clock, rng=rng, metrics=metrics)
             for name in ((HAPPY_END, ERROR_END) if ends else ())
         ]
         self._scaler = Scaler(
@@ -202,6 +209,7 @@ class Mesh:
             rng=self._rng,
             observer=self._observer,
             tracing=telemetry.installed(),
+            metrics=self._metrics,
         )
         await consumer.start()
         return _Worker(consumer, assignment)

@@ -3,29 +3,37 @@
 `RunStats` is the consumers' Observer and the end actors' Sink at once: it counts each step
 per actor and each final envelope by outcome and reason, forwards final envelopes to the
 run's output (JSON lines), and knows when the run is over — on any transport, since it counts
-envelopes rather than asking the broker. `format_summary` renders the table `asya dev` ends
-with.
+envelopes rather than asking the broker. Steps are counted on the sidecar's instruments
+(`asya.metrics`: `asya_envelopes_total`, `asya_processing_seconds`), and the table reads them
+back: its p50 and p95 are estimated from the histogram's buckets, as a dashboard's would be.
+`format_summary` renders the table `asya dev` ends with.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import math
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from asya.consumer import StepResult
 from asya.envelope import Envelope, Phase
+from asya.metrics import EnvelopeOutcome, Metrics
 
 
-@dataclass
+@dataclass(frozen=True)
 class ActorStats:
+    """One actor's line of the summary, read from the run's metrics."""
+
     processed: int = 0
     retried: int = 0
     failed: int = 0
-    durations_s: list[float] = field(default_factory=list)
+    p50_s: float = 0.0
+    p95_s: float = 0.0
     peak_workers: int = 0
+
+
+_STEP_OUTCOMES = (EnvelopeOutcome.SUCCEEDED, EnvelopeOutcome.RETRIED, EnvelopeOutcome.FAILED)
 
 
 class RunStats:
@@ -33,7 +41,9 @@ class RunStats:
 
     def __init__(self, emit: Callable[[Envelope], Awaitable[None]]) -> None:
         self._emit = emit
-        self.actors: dict[str, ActorStats] = collections.defaultdict(ActorStats)
+        self.metrics = Metrics()
+        """The run's instruments: prometheus-client's when installed, else in-house."""
+        self._peak_workers: dict[str, int] = {}
         self.succeeded = 0
         self.failed_by_reason: collections.Counter[str] = collections.Counter()
         self._alive = 0
@@ -57,17 +67,32 @@ class RunStats:
 
     def on_step(self, actor: str, result: StepResult, duration_s: float, outputs: int) -> None:
         self._change_alive(outputs - 1)
-        stats = self.actors[actor]
-        stats.processed += 1
-        stats.durations_s.append(duration_s)
-        if result is StepResult.RETRIED:
-            stats.retried += 1
-        elif result is StepResult.FAILED:
-            stats.failed += 1
+        self._peak_workers.setdefault(actor, 0)
+        # No reason here (the observer is not told it): the summary counts outcomes only.
+        self.metrics.stepped(actor, EnvelopeOutcome(result.value), "", duration_s)
 
     def on_workers(self, actor: str, workers: int) -> None:
-        stats = self.actors[actor]
-        stats.peak_workers = max(stats.peak_workers, workers)
+        self._peak_workers[actor] = max(self._peak_workers.get(actor, 0), workers)
+
+    @property
+    def actors(self) -> dict[str, ActorStats]:
+        """Each actor's statistics so far (an actor never seen reads as all zeros)."""
+        snapshot: dict[str, ActorStats] = collections.defaultdict(ActorStats)
+        for actor in self._peak_workers:
+            snapshot[actor] = self.actor(actor)
+        return snapshot
+
+    def actor(self, name: str) -> ActorStats:
+        """`name`'s statistics so far."""
+        counts = self.metrics.step_counts(name)
+        return ActorStats(
+            processed=sum(counts[o] for o in _STEP_OUTCOMES),
+            retried=counts[EnvelopeOutcome.RETRIED],
+            failed=counts[EnvelopeOutcome.FAILED],
+            p50_s=self.metrics.processing_quantile_s(name, 0.50),
+            p95_s=self.metrics.processing_quantile_s(name, 0.95),
+            peak_workers=self._peak_workers.get(name, 0),
+        )
 
     async def record(self, envelope: Envelope) -> None:
         self._change_alive(-1)
@@ -87,29 +112,20 @@ class RunStats:
         return self.succeeded + self.failed
 
 
-def percentile(values: Sequence[float], fraction: float) -> float:
-    """Nearest-rank percentile (`fraction` in 0..1); 0.0 for no values."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    rank = max(1, math.ceil(fraction * len(ordered)))
-    return ordered[rank - 1]
-
-
 def format_summary(stats: RunStats, actor_order: Sequence[str], elapsed_s: float) -> str:
     """The per-actor table and the totals line."""
     header = ("actor", "processed", "retried", "failed", "p50 ms", "p95 ms", "peak workers")
     rows = [header]
     for name in actor_order:
-        s = stats.actors.get(name, ActorStats())
+        s = stats.actor(name)
         rows.append(
             (
                 name,
                 str(s.processed),
                 str(s.retried),
                 str(s.failed),
-                f"{percentile(s.durations_s, 0.50) * 1000:.1f}",
-                f"{percentile(s.durations_s, 0.95) * 1000:.1f}",
+                f"{s.p50_s * 1000:.1f}",
+                f"{s.p95_s * 1000:.1f}",
                 str(s.peak_workers),
             )
         )
