@@ -138,7 +138,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             variable="--kubernetes",
             value=None,
         )
-    gather = _source(args, settings)
+    gather = source_of(args, settings)
     main = _show(gather, args, sys.stdout)
     return event_loop.run(until_signal(main), settings.process.event_loop)
 
@@ -159,7 +159,7 @@ async def _show(gather: Gather, args: argparse.Namespace, out: IO[str]) -> int:
             out.write("\n")
 
 
-def _source(args: argparse.Namespace, settings: Settings) -> Gather:
+def source_of(args: argparse.Namespace, settings: Settings) -> Gather:
     if args.serve_url is not None:
         return lambda: read_serve(args.serve_url)
     if args.kubernetes:
