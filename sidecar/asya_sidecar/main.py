@@ -11,7 +11,8 @@ per failure, no tracebacks), declares its queue and the end actors', and then ei
   answers `reply_to`; a broker without streams stops it at start, exit 2.
 SIGTERM or SIGINT, at any point: stop consuming, finish what is in flight within ASYA_GRACE_S,
 give the rest back to the queue, exit 0. Health: /healthz and /readyz on ASYA_HEALTH_PORT, from
-the start: live unless stopped, ready only while consuming with a runtime that answers.
+the start: live unless stopped, ready only while consuming with a runtime that answers; and
+GET /metrics there too (`asya.metrics`; prometheus-client comes with the `rabbitmq` extra).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from asya.crew.sinks import LogSink
 from asya.errors import AsyaError, SettingsError
 from asya.health import HealthServer
 from asya.message_loop import LoopState
+from asya.metrics import Metrics
 from asya.retry import RetryPolicy
 from asya.routing import END_ACTORS, ERROR_END, HAPPY_END
 from asya.runtime.frames import ActorInfo
@@ -121,14 +123,20 @@ async def serve(settings: Settings, clock: Clock, rng: random.Random) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     parts = _Parts()
+    metrics = Metrics()
     # Up from the start: while the broker or the runtime is awaited, live but not ready.
-    health = HealthServer(settings.sidecar.health_port, live=parts.is_live, ready=parts.is_ready)
+    health = HealthServer(
+        settings.sidecar.health_port,
+        live=parts.is_live,
+        ready=parts.is_ready,
+        metrics=metrics.exposition if metrics.is_exposable else None,
+    )
     if settings.sidecar.health_port:
         await health.start()
     try:
         transport = await connect_broker(settings, rng, stop)
         if transport is not None:
-            await _serve_actor(actor, settings, transport, parts, stop, clock, rng)
+            await _serve_actor(actor, settings, transport, parts, stop, clock, rng, metrics)
     finally:
         await health.stop()
 
@@ -174,6 +182,7 @@ async def _serve_actor(
     stop: asyncio.Event,
     clock: Clock,
     rng: random.Random,
+    metrics: Metrics,
 ) -> None:
     """Serve `actor` on a connected broker until `stop`; closes the transport."""
     parts.transport = transport
@@ -189,9 +198,10 @@ async def _serve_actor(
                 on_down=parts.stop_consuming,
                 on_up=parts.resume_consuming,
             )
+            metrics.watch_runtime(actor, parts.runtime.is_up)
         # Waits for the runtime as long as it takes (the pod's probes bound that), or for stop.
         role = await _unless_stopped(
-            stop, _role(actor, settings, transport, parts.runtime, clock, rng)
+            stop, _role(actor, settings, transport, parts.runtime, clock, rng, metrics)
         )
         if role is None:
             return
@@ -230,6 +240,7 @@ async def _role(
     runtime: RuntimeLink | None,
     clock: Clock,
     rng: random.Random,
+    metrics: Metrics,
 ) -> Consumer | EndActor:
     """An end actor, or the consumer chain for the actor the runtime says it serves.
 
@@ -237,7 +248,9 @@ async def _role(
         AsyaError: the runtime serves another actor than this sidecar's.
     """
     if runtime is None:
-        return EndActor(actor, transport=transport, sink=LogSink(), clock=clock, rng=rng)
+        return EndActor(
+            actor, transport=transport, sink=LogSink(), clock=clock, rng=rng, metrics=metrics
+        )
     info = (await runtime.ping()).actor
     if info.name != actor:
         raise AsyaError(
@@ -253,6 +266,7 @@ async def _role(
         rng=rng,
         observer=StepEvents(emit=settings.sidecar.step_events),
         tracing=telemetry.installed(),
+        metrics=metrics,
     )
 
 

@@ -85,6 +85,10 @@ class RuntimeLink:
         self.failed = False
         """The link broke for good (its keeper died): the sidecar is no longer live."""
 
+    def is_up(self) -> bool:
+        """Whether the runtime answers now (`asya_runtime_up`)."""
+        return self.state is LinkState.UP
+
     @property
     def is_available(self) -> bool:
         """Whether calls can be expected to be answered: up, or lost for less than `wait_s`."""
