@@ -231,3 +231,14 @@ def _namespace_labels(api: kubernetes.client.ApiClient, name: str) -> dict[str, 
     if found is None or found.metadata is None:
         return {}
     return dict(found.metadata.labels or {})
+
+
+def write_pool_status(api: kubernetes.client.ApiClient, name: str, status: dict[str, Any]) -> None:
+    """Replace the ResourcePool's status fields with `status` (lists as a whole)."""
+    try:
+        CustomObjectsApi(api).patch_cluster_custom_object_status(
+            GROUP, VERSION, POOLS_PLURAL, name, {"status": status}, _content_type=_MERGE
+        )
+    except ApiException as exc:
+        if exc.status != 404:  # deleted meanwhile: nothing to report on
+            raise

@@ -39,6 +39,7 @@ from asya_operator.config import OperatorConfig, load_operator_config
 from asya_operator.deployment import plan_end_actors
 from asya_operator.metadata import ACTOR_COMPONENT, MANAGED_BY, actor_name
 from asya_operator.plan import end_actor_owners, plan_actor
+from asya_operator.pool_status import plan_pool_statuses
 from asya_operator.queues import declare_actor_queues, delete_actor_queues
 from asya_operator.resources import BROKER_AMQP_URL_KEY, GROUP, VERSION, AsyncActor
 from asya_operator.scaling import desired_replicas
@@ -241,8 +242,10 @@ async def _admit(memo: Any, logger: kopf.Logger, *, skip: tuple[str, str] | None
     which the caller applies next. Passes run one at a time."""
     async with memo["admission"]:
         world = await asyncio.to_thread(_read_admission_world)
-        decided = admit_actors(world.pools, world.cohorts, world.namespace_labels, _pooled(world))
+        pooled = _pooled(world)
+        decided = admit_actors(world.pools, world.cohorts, world.namespace_labels, pooled)
         metrics.ADMISSION_PASSES.inc()
+        await _write_pool_statuses(world, pooled, decided)
         now = datetime.now(UTC)
         # Shrinking actors first: a preemptor's pods never start before its victim's are
         # scaled away, so the Deployments together never run more than the quota.
@@ -258,6 +261,22 @@ async def _admit(memo: Any, logger: kopf.Logger, *, skip: tuple[str, str] | None
             await asyncio.to_thread(_write_status, namespace, key[1], status)
             if key != skip:
                 await _reapply(namespace, key[1], memo, logger)
+
+
+async def _write_pool_statuses(
+    world: AdmissionWorld, pooled: list[PooledActor], decided: dict[tuple[str, str], ActorAdmission]
+) -> None:
+    planned = plan_pool_statuses(world.pools, pooled, decided)
+    for pool in world.pools:
+        name = str(pool.metadata["name"])
+        before = msgspec.to_builtins(pool.status) if pool.status is not None else {}
+        if {k: before.get(k) for k in planned[name]} != planned[name]:
+            await asyncio.to_thread(_write_pool_status, name, planned[name])
+
+
+def _write_pool_status(name: str, status: dict[str, Any]) -> None:
+    with cluster.api_client() as api:
+        cluster.write_pool_status(api, name, status)
 
 
 def _growth(item: tuple[str, AsyncActor], decided: dict[tuple[str, str], ActorAdmission]) -> int:

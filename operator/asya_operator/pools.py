@@ -34,6 +34,10 @@ from asya_operator.resources import (
 )
 
 NOT_YET_APPLIED: Final = " Not yet applied by the controller: `asya-operator plan` reads it."
+_WRITTEN_PER_REPLICA: Final = (
+    " Written by the operator after each admission pass; a workload is one replica of an"
+    " AsyncActor (ActorGroups are not counted yet)."
+)
 APPLIED_TO_ACTORS: Final = (
     " The controller applies it to AsyncActors' replicas (not yet to ActorGroups, which only"
     " `asya-operator plan` reads)."
@@ -289,13 +293,13 @@ class ResourcePoolStatus(msgspec.Struct, frozen=True, kw_only=True, rename="came
 
     flavors_usage: Annotated[
         Annotated[list[FlavorUsage], msgspec.Meta(extra_json_schema=_LIST_MAP_BY_FLAVOR)] | None,
-        _doc("Usage, borrowed and lent quota per flavor and resource." + WRITTEN_BY_THE_OPERATOR),
+        _doc("Usage, borrowed and lent quota per flavor and resource." + _WRITTEN_PER_REPLICA),
     ] = None
     admitted_workloads: Annotated[
-        int | None, _doc("Workloads holding quota in this pool." + WRITTEN_BY_THE_OPERATOR)
+        int | None, _doc("Workloads holding quota in this pool." + _WRITTEN_PER_REPLICA)
     ] = None
     pending_workloads: Annotated[
-        int | None, _doc("Workloads waiting for quota in this pool." + WRITTEN_BY_THE_OPERATOR)
+        int | None, _doc("Workloads waiting for quota in this pool." + _WRITTEN_PER_REPLICA)
     ] = None
     observed_generation: Annotated[
         int | None, _doc("The spec generation this status describes.")

@@ -14,9 +14,17 @@ import pytest
 from asya_operator.resources import GROUP, VERSION
 from kubernetes.client import CustomObjectsApi
 
-from tests.operator.controller_world import ACTORS, DEPLOYMENTS, async_actor, condition_of
+from tests.operator.controller_world import (
+    ACTORS,
+    DEPLOYMENTS,
+    WAIT_S,
+    async_actor,
+    condition_of,
+)
 
 pytestmark = pytest.mark.rabbitmq
+
+POOLS = f"{GROUP}/{VERSION}/resourcepools"
 
 
 def gpu_actor(name: str, *, replicas: int, priority: int = 0, pool: str = "team-a") -> dict:
@@ -108,6 +116,19 @@ async def test_an_elastic_actor_runs_what_its_pool_admits_and_no_more(
     assert reserved["status"] == "True"
     assert "2 replicas hold quota in flavor gpu of pool team-a" in reserved["message"]
     assert actor["status"]["admittedFlavor"] == "gpu"
+    async with asyncio.timeout(WAIT_S):
+        pool = await world.cluster.wait_for(
+            POOLS,
+            None,
+            "team-a",
+            lambda p: ((p or {}).get("status") or {}).get("admittedWorkloads") == 2,
+        )
+    assert pool["status"]["pendingWorkloads"] == 3
+    (usage,) = pool["status"]["flavorsUsage"]
+    assert usage == {
+        "flavor": "gpu",
+        "resources": [{"name": "nvidia.com/gpu", "usage": "2", "borrowed": "0", "lent": "0"}],
+    }
 
     # More quota: more of what KEDA asks for runs.
     await patch("resourcepools", "team-a", pool_body(4))

@@ -1,0 +1,121 @@
+"""A ResourcePool's status from an admission pass: usage, borrowed and lent per flavor.
+
+Pure: the pools, the pooled actors and what the pass decided in; one `status` per pool out.
+- usage: what the admitted replicas of the pool's actors request, per flavor and resource;
+- borrowed: the part of usage above the pool's nominal quota (taken from its cohort);
+- lent: the part of the pool's unused nominal quota that the cohort's borrowing pools are
+  using. When several pools of a cohort have unused quota, what is borrowed is counted against
+  them in the cohort's pool order (the engine does not say whose unused quota it used).
+- admittedWorkloads / pendingWorkloads: replicas holding quota / desired replicas waiting.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from asya.admission.quantity import format_quantity, parse_quantity
+from asya.errors import AdmissionError
+from asya_operator.admission import ActorAdmission, ActorKey, PooledActor
+from asya_operator.pools import ResourcePool
+from asya_operator.scenario import requests_document
+
+_Usage = dict[tuple[str, str], int]
+"""(flavor, resource) -> milli-units."""
+
+
+def plan_pool_statuses(
+    pools: Sequence[ResourcePool],
+    actors: Sequence[PooledActor],
+    decided: Mapping[ActorKey, ActorAdmission],
+) -> dict[str, dict[str, Any]]:
+    """The `status` of each pool (by name) after a pass that decided `decided`."""
+    usage: dict[str, _Usage] = {_name(p): defaultdict(int) for p in pools}
+    admitted: dict[str, int] = defaultdict(int)
+    pending: dict[str, int] = defaultdict(int)
+    for actor in actors:
+        admission = decided.get((actor.namespace, actor.name))
+        if admission is None or actor.pool not in usage:
+            continue
+        admitted[actor.pool] += admission.admitted
+        pending[actor.pool] += actor.desired - admission.admitted
+        if admission.flavor is None or admission.admitted == 0:
+            continue
+        for resource, per_replica in _requests(actor).items():
+            usage[actor.pool][admission.flavor, resource] += per_replica * admission.admitted
+    lent = _lent(pools, usage)
+    return {
+        _name(pool): {
+            "flavorsUsage": _flavors_usage(pool, usage[_name(pool)], lent[_name(pool)]),
+            "admittedWorkloads": admitted[_name(pool)],
+            "pendingWorkloads": pending[_name(pool)],
+        }
+        for pool in pools
+    }
+
+
+def _name(pool: ResourcePool) -> str:
+    return str(pool.metadata["name"])
+
+
+def _requests(actor: PooledActor) -> dict[str, int]:
+    try:
+        return {k: parse_quantity(v) for k, v in requests_document(actor.resources).items()}
+    except AdmissionError:
+        return {}  # the pass admitted none of it: nothing to count
+
+
+def _nominal(pool: ResourcePool) -> _Usage:
+    nominal: _Usage = {}
+    for flavor in pool.spec.quotas or ():
+        for quota in flavor.resources:
+            nominal[flavor.flavor, quota.name] = parse_quantity(quota.nominal)
+    return nominal
+
+
+def _borrowed(pool: ResourcePool, used: _Usage) -> _Usage:
+    nominal = _nominal(pool)
+    return {key: max(0, value - nominal.get(key, 0)) for key, value in used.items()}
+
+
+def _lent(pools: Sequence[ResourcePool], usage: Mapping[str, _Usage]) -> dict[str, _Usage]:
+    lent: dict[str, _Usage] = {_name(p): {} for p in pools}
+    cohorts: dict[str, list[ResourcePool]] = defaultdict(list)
+    for pool in pools:
+        if pool.spec.cohort is not None:
+            cohorts[pool.spec.cohort].append(pool)
+    for members in cohorts.values():
+        wanted: _Usage = defaultdict(int)
+        for pool in members:
+            for key, value in _borrowed(pool, usage[_name(pool)]).items():
+                wanted[key] += value
+        for pool in members:
+            for key, nominal in _nominal(pool).items():
+                spare = max(0, nominal - usage[_name(pool)].get(key, 0))
+                given = min(spare, wanted.get(key, 0))
+                if given:
+                    lent[_name(pool)][key] = given
+                    wanted[key] -= given
+    return lent
+
+
+def _flavors_usage(pool: ResourcePool, used: _Usage, lent: _Usage) -> list[dict[str, Any]]:
+    borrowed = _borrowed(pool, used)
+    out = []
+    for flavor in pool.spec.quotas or ():
+        resources = [
+            {
+                "name": quota.name,
+                "usage": _quantity(used.get((flavor.flavor, quota.name), 0)),
+                "borrowed": _quantity(borrowed.get((flavor.flavor, quota.name), 0)),
+                "lent": _quantity(lent.get((flavor.flavor, quota.name), 0)),
+            }
+            for quota in flavor.resources
+        ]
+        out.append({"flavor": flavor.flavor, "resources": resources})
+    return out
+
+
+def _quantity(milli: int) -> str:
+    return format_quantity(milli)
