@@ -249,6 +249,23 @@ def operator_values_schema() -> dict[str, Any]:
             "logLevel": {"enum": ["DEBUG", "INFO", "WARNING", "ERROR"]},
             "logFormat": {"enum": ["text", "json"]},
             "config": operator_config_schema(),
+            "grafana": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "dashboard": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "enabled": {
+                                "type": "boolean",
+                                "description": "Ship the Grafana dashboard as a ConfigMap"
+                                ' labelled grafana_dashboard: "1".',
+                            }
+                        },
+                    }
+                },
+            },
             "resources": {**free, "description": "The operator container's resources."},
             "nodeSelector": {"type": "object", "additionalProperties": {"type": "string"}},
             "tolerations": {"type": "array", "items": free},
