@@ -75,7 +75,7 @@ def add_parser(commands: Subparsers) -> None:
         "--health-port",
         type=port,
         metavar="N",
-        help="answer /healthz, /readyz and /status (for asya status --from) on this port"
+        help="answer /healthz, /readyz, /status (for asya status --from) and /metrics on this port"
         " (0 picks a free one; default: none)",
     )
     serve.add_argument(
@@ -149,21 +149,27 @@ async def _serve(service: Service, health_port: int | None) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     # Up before the broker is reached: live but not ready while it is awaited.
-    health = HealthServer(
-        health_port or 0,
-        live=service.is_live,
-        ready=service.is_ready,
-        status=service.status_json,
-    )
+    health = health_server(service, health_port or 0)
     if health_port is not None:
         await health.start()
-        _say(f"asya: probes on port {health.port} (/healthz, /readyz, /status)")
+        _say(f"asya: probes on port {health.port} (/healthz, /readyz, /status, /metrics)")
     try:
         await service.run(stop)
     finally:
         await health.stop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
+
+
+def health_server(service: Service, port: int) -> HealthServer:
+    """What `--health-port` serves: probes, `/status` and the instruments' `/metrics`."""
+    return HealthServer(
+        port,
+        live=service.is_live,
+        ready=service.is_ready,
+        status=service.status_json,
+        metrics=service.metrics.exposition if service.metrics.is_exposable else None,
+    )
 
 
 def _say(line: str) -> None:

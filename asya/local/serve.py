@@ -33,6 +33,7 @@ from asya.envelope import Envelope, Phase
 from asya.errors import TransportError
 from asya.local.inputs import check_route
 from asya.local.mesh import Mesh, MeshOptions
+from asya.metrics import Metrics
 from asya.routing import ERROR_END, HAPPY_END
 from asya.status import ActorActivity, ServeStatus
 from asya.transport.base import Transport
@@ -137,6 +138,8 @@ class Service:
         self._rng = rng
         self._options = options or ServeOptions()
         self._transport: Transport | None = None
+        self.metrics = Metrics()
+        """The instruments every worker and end actor counts on; served at /metrics."""
 
     def is_live(self) -> bool:
         return self.state is not ServeState.STOPPED
@@ -220,6 +223,7 @@ class Service:
             rng=self._rng,
             options=self._options.mesh,
             ends=self._options.ends,
+            metrics=self.metrics,
         )
         async with mesh:
             self.state = ServeState.RUNNING

@@ -288,22 +288,24 @@ def operator_values_schema() -> dict[str, Any]:
                         "additionalProperties": False,
                         "properties": {"enabled": {"type": "boolean"}},
                     },
-                    "serviceMonitor": {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "properties": {
-                            "enabled": {"type": "boolean"},
-                            "interval": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
-                            "labels": {
-                                "type": "object",
-                                "additionalProperties": {"type": "string"},
-                            },
-                        },
-                    },
+                    "serviceMonitor": _monitor_schema(),
+                    "podMonitor": _monitor_schema(),
                 },
             },
         },
         "required": ["image", "sidecar"],
+    }
+
+
+def _monitor_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "enabled": {"type": "boolean"},
+            "interval": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
     }
 
 

@@ -269,7 +269,16 @@ def _deployment(
             "replicas": replicas,
             "selector": {"matchLabels": selector},
             "template": {
-                "metadata": {"labels": dict(meta["labels"])},
+                "metadata": {
+                    "labels": dict(meta["labels"]),
+                    # The sidecar's /metrics, for Prometheus setups that scrape by annotation
+                    # (the operator chart's PodMonitor selects the pods by label instead).
+                    "annotations": {
+                        "prometheus.io/scrape": "true",
+                        "prometheus.io/port": str(config.health_port),
+                        "prometheus.io/path": "/metrics",
+                    },
+                },
                 "spec": {
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,

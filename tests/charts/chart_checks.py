@@ -29,7 +29,7 @@ NAMESPACE: Final = "apps"
 
 # Kinds of the Prometheus Operator: no schema of theirs is kept here, so tests check them
 # field by field instead.
-UNVALIDATED_KINDS: Final = frozenset({"ServiceMonitor"})
+UNVALIDATED_KINDS: Final = frozenset({"ServiceMonitor", "PodMonitor"})
 
 
 def rendered(

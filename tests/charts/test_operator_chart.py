@@ -10,6 +10,7 @@ import msgspec
 import pytest
 import yaml
 from asya_operator.config import OperatorConfig, load_operator_config, operator_env_var
+from asya_operator.deployment import plan_deployment
 
 from tests.charts.chart_checks import (
     OPERATOR_CHART,
@@ -21,6 +22,7 @@ from tests.charts.chart_checks import (
     rendered,
     values_error,
 )
+from tests.operator.plan_builders import async_actor
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
@@ -203,3 +205,21 @@ def test_the_notes_say_what_to_do_next():
     assert f"kubectl logs deployment/{RELEASE}-asya-operator" in text
     assert "kubectl create secret generic asya-broker" in text
     assert "asya render" in text
+
+
+def test_the_pod_monitor_selects_every_actor_pod_the_operator_makes_on_its_health_port():
+    planned = plan_deployment(
+        async_actor(), "team-a", None, OperatorConfig(sidecar_image="reg/sidecar:1")
+    )
+    pod = planned["spec"]["template"]
+
+    objects = rendered(OPERATOR_CHART, {"metrics": {"podMonitor": {"enabled": True}}})
+
+    (monitor,) = of_kind(objects, "PodMonitor").values()
+    assert monitor["spec"]["namespaceSelector"] == {"any": True}
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    ports = [p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", ())]
+    assert endpoint["port"] in ports
+    assert endpoint["path"] == pod["metadata"]["annotations"]["prometheus.io/path"] == "/metrics"
+    assert of_kind(rendered(OPERATOR_CHART, {}), "PodMonitor") == {}
