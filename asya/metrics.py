@@ -163,6 +163,9 @@ class Metrics:
             "Outputs published and not yet confirmed by the broker.",
             ("actor",),
         )
+        self._gpus: Callable[[], Sequence[GpuReading]] | None = None
+        if self._registry is not None:
+            self._registry.register(_GpuCollector(self))
 
     @property
     def is_exposable(self) -> bool:
@@ -233,6 +236,20 @@ class Metrics:
         """`asya_runtime_up` reads `is_up` whenever it is scraped."""
         self._runtime_up.labels(actor).set_function(lambda: 1.0 if is_up() else 0.0)
 
+    def watch_gpus(self, read: Callable[[], Sequence[GpuReading]]) -> None:
+        """The `asya_gpu_*` gauges read `read()` (the machine's GPUs) whenever scraped."""
+        self._gpus = read
+
+    def gpu_readings(self) -> Sequence[GpuReading]:
+        """What `watch_gpus`' reader reports now; none when unset or when it fails."""
+        if self._gpus is None:
+            return ()
+        try:
+            return self._gpus()
+        except Exception:  # a scrape must not fail because NVML did
+            log.warning("GPU metrics could not be read", exc_info=True)
+            return ()
+
     @contextlib.contextmanager
     def publishing(self, actor: str) -> Iterator[None]:
         """Around one publish, until its confirm (or its failure)."""
@@ -295,6 +312,53 @@ class Metrics:
         assert self._house is not None
         self._house.append(family)
         return family
+
+
+class GpuReading(Protocol):
+    """One GPU as the gauges read it (`asya.gpu.GpuDevice` is one)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def uuid(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def memory_total_bytes(self) -> int: ...
+    @property
+    def memory_used_bytes(self) -> int: ...
+    @property
+    def utilization_percent(self) -> int | None: ...
+
+
+class _GpuCollector:
+    """The `asya_gpu_*` gauges, read at scrape time (NVML's numbers change between scrapes)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        labels = ["uuid", "index", "name"]
+        used = GaugeMetricFamily(
+            "asya_gpu_memory_used_bytes", "GPU memory in use, per device.", labels=labels
+        )
+        total = GaugeMetricFamily(
+            "asya_gpu_memory_total_bytes", "GPU memory, per device.", labels=labels
+        )
+        busy = GaugeMetricFamily(
+            "asya_gpu_utilization_ratio",
+            "Fraction of NVML's last sample period the device was busy (0 to 1).",
+            labels=labels,
+        )
+        for device in self._metrics.gpu_readings():
+            names = [device.uuid, str(device.index), device.name]
+            used.add_metric(names, device.memory_used_bytes)
+            total.add_metric(names, device.memory_total_bytes)
+            if device.utilization_percent is not None:
+                busy.add_metric(names, device.utilization_percent / 100)
+        yield from (used, total, busy)
 
 
 def histogram_quantile(fraction: float, buckets: Sequence[tuple[float, float]]) -> float:

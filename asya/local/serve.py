@@ -31,6 +31,7 @@ from asya.consumer import StepResult
 from asya.crew.sinks import LogSink
 from asya.envelope import Envelope, Phase
 from asya.errors import TransportError
+from asya.gpu import read_inventory
 from asya.local.inputs import check_route
 from asya.local.mesh import Mesh, MeshOptions
 from asya.metrics import Metrics
@@ -139,6 +140,7 @@ class Service:
         self._options = options or ServeOptions()
         self._transport: Transport | None = None
         self.metrics = Metrics()
+        self.metrics.watch_gpus(lambda: read_inventory().devices)
         """The instruments every worker and end actor counts on; served at /metrics."""
 
     def is_live(self) -> bool:

@@ -247,12 +247,16 @@ async def _admit(memo: Any, logger: kopf.Logger, *, skip: tuple[str, str] | None
         metrics.ADMISSION_PASSES.inc()
         await _write_pool_statuses(world, pooled, decided)
         now = datetime.now(UTC)
+        waiting: dict[tuple[str, str], float] = {}
         # Shrinking actors first: a preemptor's pods never start before its victim's are
         # scaled away, so the Deployments together never run more than the quota.
         for namespace, actor in sorted(world.actors, key=lambda item: _growth(item, decided)):
             key = (namespace, actor_name(actor))
             admission = decided[key]
             status = plan_admission_status(actor, admission, now=now)
+            since = _pending_since(status)
+            if since is not None:
+                waiting[key] = since
             if not _admission_changed(actor, status):
                 continue
             if admission.preempted_by is not None:
@@ -261,12 +265,14 @@ async def _admit(memo: Any, logger: kopf.Logger, *, skip: tuple[str, str] | None
             await asyncio.to_thread(_write_status, namespace, key[1], status)
             if key != skip:
                 await _reapply(namespace, key[1], memo, logger)
+        metrics.record_pending(waiting)
 
 
 async def _write_pool_statuses(
     world: AdmissionWorld, pooled: list[PooledActor], decided: dict[tuple[str, str], ActorAdmission]
 ) -> None:
     planned = plan_pool_statuses(world.pools, pooled, decided)
+    metrics.record_pools(planned)
     for pool in world.pools:
         name = str(pool.metadata["name"])
         before = msgspec.to_builtins(pool.status) if pool.status is not None else {}
@@ -277,6 +283,15 @@ async def _write_pool_statuses(
 def _write_pool_status(name: str, status: dict[str, Any]) -> None:
     with cluster.api_client() as api:
         cluster.write_pool_status(api, name, status)
+
+
+def _pending_since(status: dict[str, Any]) -> float | None:
+    # When the Admitted condition last turned False: since then replicas have waited.
+    for condition in status["conditions"]:
+        if condition["type"] == "Admitted" and condition["status"] == "False":
+            stamp = datetime.strptime(condition["lastTransitionTime"], "%Y-%m-%dT%H:%M:%SZ")
+            return stamp.replace(tzinfo=UTC).timestamp()
+    return None
 
 
 def _growth(item: tuple[str, AsyncActor], decided: dict[tuple[str, str], ActorAdmission]) -> int:

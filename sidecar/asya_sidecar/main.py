@@ -32,6 +32,7 @@ from asya.consumer import Consumer, ConsumerConfig
 from asya.crew.ends import EndActor
 from asya.crew.sinks import LogSink
 from asya.errors import AsyaError, SettingsError
+from asya.gpu import read_inventory
 from asya.health import HealthServer
 from asya.message_loop import LoopState
 from asya.metrics import Metrics
@@ -124,6 +125,8 @@ async def serve(settings: Settings, clock: Clock, rng: random.Random) -> None:
         loop.add_signal_handler(signum, stop.set)
     parts = _Parts()
     metrics = Metrics()
+    # The pod's GPUs (those the kubelet gave it), read from NVML at each scrape; none without.
+    metrics.watch_gpus(lambda: read_inventory().devices)
     # Up from the start: while the broker or the runtime is awaited, live but not ready.
     health = HealthServer(
         settings.sidecar.health_port,
