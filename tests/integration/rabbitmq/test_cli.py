@@ -103,13 +103,13 @@ async def test_ctrl_c_stops_an_isolated_run_and_every_process_it_started(amqp_ur
         seen += line
 
     os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does to the group
-    await asyncio.wait_for(process.communicate(), 60)
+    _, err = await asyncio.wait_for(process.communicate(), 60)
     pgrep = await asyncio.create_subprocess_exec(
         "pgrep", "-g", str(process.pid), stdout=subprocess.PIPE
     )
     left = (await pgrep.communicate())[0].split()
 
-    assert process.returncode == 130
+    assert process.returncode == 130, (seen + err).decode(errors="replace")[-3000:]
     assert left == []
 
 
