@@ -110,7 +110,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     output = args.output.open("w", encoding="utf-8") if args.output else None
     finals = FinalsWriter(sys.stdout, output)
     try:
-        main = _until_sigterm(_run(args, settings, app, lines, finals.emit))
+        main = _until_signal(_run(args, settings, app, lines, finals.emit))
         result = event_loop.run(main, settings.process.event_loop)
     except _TerminatedError:
         print("asya: terminated", file=sys.stderr)
@@ -142,34 +142,41 @@ class _TerminatedError(Exception):
     """The run was stopped by SIGTERM, and everything it started was cleaned up."""
 
 
-async def _until_sigterm(main: Coroutine[Any, Any, T]) -> T:
-    """Run `main`; on SIGTERM cancel it, so that its cleanup runs, then raise `_TerminatedError`.
+async def _until_signal(main: Coroutine[Any, Any, T]) -> T:
+    """Run `main`; on SIGTERM or SIGINT cancel it, so that its cleanup runs, then raise
+    `_TerminatedError` (SIGTERM) or KeyboardInterrupt (SIGINT, Ctrl-C).
 
-    SIGINT needs no handler here: asyncio's runner cancels the main task the same way and
-    raises KeyboardInterrupt. A second SIGTERM while cleaning up is ignored.
+    Whatever ends the run once a signal came is the signal's: the cancellation, a process the
+    same signal (sent to the whole process group, as a terminal's Ctrl-C is) stopped first, or
+    a cleanup step that failed on the way out. A second signal while cleaning up is ignored.
+    SIGINT is caught by a Python-level handler, which runs as soon as the signal arrives, before
+    the loop sees a child that the same signal stopped.
     """
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
-    terminated = False
+    stopped_by: int | None = None
 
-    def on_sigterm() -> None:
-        nonlocal terminated
-        if not terminated:
-            terminated = True
+    def stop(signum: int) -> None:
+        nonlocal stopped_by
+        if stopped_by is None:
+            stopped_by = signum
             task.cancel()
+            loop.call_soon_threadsafe(lambda: None)  # wake the loop if it sleeps
 
-    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    loop.add_signal_handler(signal.SIGTERM, stop, signal.SIGTERM)
+    previous_sigint = signal.signal(signal.SIGINT, lambda signum, _frame: stop(signum))
     try:
         return await main
     except BaseException as exc:
-        # Whatever ended the run once SIGTERM came (the cancellation, or a process that the
-        # same signal stopped first) is the termination.
-        if terminated:
+        if stopped_by == signal.SIGTERM:
             raise _TerminatedError from exc
+        if stopped_by == signal.SIGINT:
+            raise KeyboardInterrupt from exc
         raise
     finally:
         loop.remove_signal_handler(signal.SIGTERM)
+        signal.signal(signal.SIGINT, previous_sigint)
 
 
 async def _run(
