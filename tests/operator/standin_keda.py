@@ -1,6 +1,6 @@
 """A test-only KEDA: scales each ScaledObject's target on its RabbitMQ queue depth.
 
-Test-only: part of the cluster stand-in (issue 9), never shipped. Each `pollingInterval`, for
+Test-only: part of the cluster stand-in, never shipped. Each `pollingInterval`, for
 each ScaledObject in the emulator with a `rabbitmq` trigger (`protocol: http`, `mode:
 QueueLength`), it does what KEDA's rabbitmq scaler does:
 - **where**: the trigger's `authenticationRef` names a TriggerAuthentication whose

@@ -1,6 +1,6 @@
 """A test-only kubelet: each replica of a Deployment in the emulator becomes real local processes.
 
-Test-only: part of the cluster stand-in (issue 9), never shipped. It watches Deployments through
+Test-only: part of the cluster stand-in, never shipped. It watches Deployments through
 the emulator's API (a real WATCH stream, as a kubelet or a controller does), keeps
 `spec.replicas` pods running per Deployment, probes them, and merge-patches the Deployment's
 `status` (`replicas`, `readyReplicas`, `availableReplicas`, `observedGeneration`).

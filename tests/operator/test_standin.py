@@ -1,6 +1,6 @@
 """The cluster stand-in on the real broker: an AsyncActor scales 0 -> N -> 0 with real processes.
 
-The headline test (issue 9) is the last one: the real controller (`asya_operator.controller`)
+The headline test is the last one: the real controller (`asya_operator.controller`)
 against the emulator, the stand-in kubelet running every Deployment it applies (the actor's and
 the end actors') as processes, the stand-in KEDA scaling the AsyncActor; the test creates only
 the user's objects (the broker Secret and the AsyncActor) and reads the finals back from the
