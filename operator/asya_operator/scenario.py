@@ -52,8 +52,9 @@ _HEADER: Final = """\
 # Every AsyncActor with a pool asks for scaling.maxReplicas replicas (admitted with fewer if
 # that is what fits, at least max(1, minReplicas)); every ActorGroup instance asks for all its
 # members at once (whole or not at all). Quota: the ResourcePools and Cohorts in the files;
-# an ActorGroup's status.admission is quota it already holds. Nothing here is applied: the
-# controller does not act on pools and groups yet.
+# an ActorGroup's status.admission is quota it already holds. Nothing here is applied: on a
+# cluster the controller admits each AsyncActor's replicas as KEDA asks for them, and does not
+# run ActorGroups yet.
 #
 """
 
@@ -66,8 +67,6 @@ class WorkloadOrigin:
     namespace: str
     name: str
     instance: int | None = None
-    flavors: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
-    """Pod set -> the flavor its CR names (None: any)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,9 +123,7 @@ def _actor_workloads(crs: Crs, origins: dict[str, WorkloadOrigin]) -> list[dict[
         if spec.pool is None:
             continue  # not gated by admission
         name = workload_name(namespace, actor_name(actor))
-        origins[name] = WorkloadOrigin(
-            "AsyncActor", namespace, actor_name(actor), flavors={ACTOR_POD_SET: spec.flavor}
-        )
+        origins[name] = WorkloadOrigin("AsyncActor", namespace, actor_name(actor))
         pod_set = {
             "name": ACTOR_POD_SET,
             "count": spec.scaling.max_replicas,
@@ -134,6 +131,8 @@ def _actor_workloads(crs: Crs, origins: dict[str, WorkloadOrigin]) -> list[dict[
             "minCount": max(1, spec.scaling.min_replicas),
             "requests": requests_document(spec.resources),
         }
+        if spec.flavor is not None:  # its Deployment is placed by that flavor alone
+            pod_set["flavors"] = [spec.flavor]
         created = crs.ages["AsyncActor", namespace, actor_name(actor)]
         workloads.append(_workload(name, spec.pool, namespace, spec.priority, created, [pod_set]))
     return workloads
@@ -146,12 +145,11 @@ def _group_workloads(crs: Crs, origins: dict[str, WorkloadOrigin]) -> list[dict[
         if spec.pool is None:
             continue
         held = {a.instance: a for a in (group.status.admission or ())} if group.status else {}
-        flavors = {m.name: m.template.flavor for m in spec.members}
         created = crs.ages["ActorGroup", namespace, group_name]
         # An instance beyond spec.replicas that still holds quota keeps it until it is stopped.
         for instance in sorted(set(range(spec.replicas)) | set(held)):
             name = workload_name(namespace, group_name, instance)
-            origins[name] = WorkloadOrigin("ActorGroup", namespace, group_name, instance, flavors)
+            origins[name] = WorkloadOrigin("ActorGroup", namespace, group_name, instance)
             pod_sets = [_member_pod_set(m) for m in spec.members]
             workload = _workload(name, spec.pool, namespace, spec.priority, created, pod_sets)
             if instance in held:
@@ -171,6 +169,8 @@ def _member_pod_set(member: GroupMember) -> dict[str, Any]:
     }
     if member.min_replicas is not None:
         pod_set["minCount"] = member.min_replicas
+    if member.template.flavor is not None:
+        pod_set["flavors"] = [member.template.flavor]
     return pod_set
 
 
@@ -278,7 +278,7 @@ def cohort_document(cohort: Cohort) -> dict[str, Any]:
 
 def decisions(snapshot: Snapshot, result: SimulationResult) -> dict[str, Any]:
     """The engine's result in `asya admission simulate`'s shape, each workload with its kind
-    (and pool), and a note where one is admitted on a flavor other than the one its CR names."""
+    (and pool). A pod set whose CR names a flavor is kept to it, as on the cluster."""
     kinds = {name: origin.kind for name, origin in snapshot.origins.items()}
     pools = {w.name: w.pool for w in snapshot.scenario.workloads}
     admitted = []
@@ -286,8 +286,7 @@ def decisions(snapshot: Snapshot, result: SimulationResult) -> dict[str, Any]:
         pod_sets = [{"name": n, "flavor": f, "count": c} for n, f, c in a.pod_sets]
         entry: dict[str, Any] = {"workload": a.workload, "kind": kinds[a.workload], "pool": a.pool}
         entry |= {"borrowing": a.borrowing, "podSets": pod_sets}
-        note = _flavor_note(snapshot.origins[a.workload], pod_sets)
-        admitted.append(entry if note is None else entry | {"note": note})
+        admitted.append(entry)
     preempted = [
         {"workload": p.workload, "kind": kinds[p.workload], "preemptor": p.preemptor}
         | {"reason": p.reason}
@@ -305,22 +304,6 @@ def decisions(snapshot: Snapshot, result: SimulationResult) -> dict[str, Any]:
         "cycles": result.cycles,
         "quiescent": result.quiescent,
     }
-
-
-def _flavor_note(origin: WorkloadOrigin, pod_sets: list[dict[str, Any]]) -> str | None:
-    # The engine tries the pool's flavors in order and does not yet keep a pod set to the
-    # flavor its CR names: say so where it matters rather than hide it.
-    wrong = [
-        f"{ps['name']} names {origin.flavors[ps['name']]}"
-        for ps in pod_sets
-        if origin.flavors.get(ps["name"]) not in (None, ps["flavor"])
-    ]
-    if not wrong:
-        return None
-    return (
-        f"admitted on another flavor than its CR names ({'; '.join(wrong)}): admission does not"
-        " yet keep a workload to its flavor"
-    )
 
 
 class _OneLine(dict[str, Any]):

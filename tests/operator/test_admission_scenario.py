@@ -220,18 +220,16 @@ def test_a_scenario_the_engine_refuses_is_a_cr_error_with_the_engines_reason():
         snapshot(*loop)
 
 
-def test_a_workload_admitted_on_another_flavor_than_it_names_carries_a_note():
+def test_a_workload_is_kept_to_the_flavor_its_cr_names():
     pool = changed(POOL, spec__quotas__0__flavor="a100")
     actor = changed(ACTOR, spec__flavor="h100", spec__resources={"gpus": 2})
     shot = snapshot(FLAVOR, pool, actor)
 
     decided = decisions(shot, simulate(shot.scenario))
 
-    (admitted,) = decided["admitted"]
-    assert admitted["podSets"] == [{"name": "replica", "flavor": "a100", "count": 4}]
-    assert admitted["note"].startswith(
-        "admitted on another flavor than its CR names (replica names h100)"
-    )
+    assert decided["admitted"] == []
+    (pending,) = decided["pending"]
+    assert "may use only flavor h100, which pool" in pending["message"]
 
 
 def test_the_decisions_name_each_workloads_kind_and_the_pool_a_pending_one_waits_for():

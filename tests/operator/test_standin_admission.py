@@ -131,6 +131,15 @@ def admitted(count: int) -> Any:
     )
 
 
+def preempted_by(preemptor: str) -> Any:
+    def check(actor: dict[str, Any] | None) -> bool:
+        return condition("Preempted", "True")(actor) and preemptor in _message(
+            actor or {}, "Preempted"
+        )
+
+    return check
+
+
 def condition(kind: str, status: str) -> Any:
     def check(actor: dict[str, Any] | None) -> bool:
         for found in ((actor or {}).get("status") or {}).get("conditions") or ():
@@ -206,9 +215,14 @@ async def test_two_teams_borrow_reclaim_and_preempt_gpus_and_every_envelope_is_s
         sent |= {await client.send([TEAM_B], {"n": n}) for n in range(12)}
         await wait_for(cluster, ACTORS, namespace, TEAM_B, admitted(1), "team-b reclaims")
         reclaimed = await wait_for(
-            cluster, ACTORS, namespace, TEAM_A, admitted(1), "team-a gives one back"
+            cluster,
+            ACTORS,
+            namespace,
+            TEAM_A,
+            preempted_by(f"{namespace}/{TEAM_B}"),
+            "team-a gives its borrowed GPU back",
         )
-        assert f"{namespace}/{TEAM_B}" in _message(reclaimed, "Preempted")
+        assert int(reclaimed["status"]["admittedReplicas"]) <= 1
 
         # 3. team-a's urgent actor preempts team-a's own lower-priority replica (topped up
         # first, so that it still has work and a replica when the urgent envelopes come).
@@ -216,14 +230,19 @@ async def test_two_teams_borrow_reclaim_and_preempt_gpus_and_every_envelope_is_s
         sent |= {await client.send([URGENT], {"n": n}) for n in range(4)}
         await wait_for(cluster, ACTORS, namespace, URGENT, admitted(1), "urgent admitted")
         preempted = await wait_for(
-            cluster, ACTORS, namespace, TEAM_A, admitted(0), "team-a preempted by urgent"
+            cluster,
+            ACTORS,
+            namespace,
+            TEAM_A,
+            preempted_by(f"{namespace}/{URGENT}"),
+            "team-a preempted by urgent",
         )
-        assert f"{namespace}/{URGENT}" in _message(preempted, "Preempted")
+        assert int(preempted["status"]["admittedReplicas"]) == 0
 
         # Every envelope is served, the preempted ones after their replicas come back.
         results: set[str] = set()
         try:
-            async with asyncio.timeout(3 * WAIT_S):
+            async with asyncio.timeout(4 * WAIT_S):
                 async for record in transport.records.read(RecordKind.RESULTS, follow=True):
                     results.add(decode_envelope(record.body, END_LIMITS).id)
                     if sent <= results:
