@@ -22,15 +22,19 @@ from asya.actor import ActorSpec
 from asya.admission.readiness import ReadinessPolicy
 from asya_operator.pools import NOT_YET_APPLIED, WRITTEN_BY_THE_OPERATOR
 from asya_operator.resources import (
-    DNS_SUBDOMAIN_PATTERN,
     GROUP,
     HANDLER_PATTERN,
+    LIST_MAP_BY_NAME,
+    LIST_MAP_BY_TYPE,
     VERSION,
     ActorResources,
     BrokerRef,
     Condition,
     EnvVar,
+    ObjectName,
     Validation,
+    doc,
+    whole_seconds,
 )
 
 DEFAULT_INSTANCES: Final = 1
@@ -46,22 +50,6 @@ _ACTOR_SPEC_DEFAULTS: Final = {
     f.name: f.default for f in dataclasses.fields(ActorSpec) if f.default is not dataclasses.MISSING
 }
 _READINESS: Final = ReadinessPolicy()
-
-
-def _doc(text: str, **constraints: Any) -> msgspec.Meta:
-    return msgspec.Meta(description=text, **constraints)
-
-
-def _whole_seconds(seconds: float) -> int:
-    # The CR takes whole seconds; the engine's default is a whole number, kept so here.
-    if seconds != int(seconds):
-        raise ValueError(f"{seconds} s is not a whole number of seconds")
-    return int(seconds)
-
-
-_LIST_MAP_BY_NAME: Final = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
-_LIST_MAP_BY_TYPE: Final = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
-_ObjectName = Annotated[str, msgspec.Meta(max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)]
 
 
 class MemberTemplate(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -80,22 +68,23 @@ class MemberTemplate(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     )
 
     image: Annotated[
-        str, _doc("Container image with the handler's code and asya installed.", max_length=1024)
+        str,
+        doc("Container image with the handler's code and asya installed.", max_length=1024),
     ]
     handler: Annotated[
         str,
-        _doc("The member's handler as `module:attr` (the runtime's ASYA_HANDLER).", max_length=512),
+        doc("The member's handler as `module:attr` (the runtime's ASYA_HANDLER).", max_length=512),
     ]
     env: Annotated[
-        Annotated[list[EnvVar], msgspec.Meta(extra_json_schema=_LIST_MAP_BY_NAME)] | None,
-        _doc("Extra environment variables of the runtime container."),
+        Annotated[list[EnvVar], msgspec.Meta(extra_json_schema=LIST_MAP_BY_NAME)] | None,
+        doc("Extra environment variables of the runtime container."),
     ] = None
-    resources: Annotated[ActorResources, _doc("What one replica asks the cluster for.")] = (
+    resources: Annotated[ActorResources, doc("What one replica asks the cluster for.")] = (
         msgspec.field(default_factory=ActorResources)
     )
     flavor: Annotated[
-        _ObjectName | None,
-        _doc("ResourceFlavor whose node labels and tolerations the pods get; unset = none."),
+        ObjectName | None,
+        doc("ResourceFlavor whose node labels and tolerations the pods get; unset = none."),
     ] = None
 
 
@@ -112,17 +101,17 @@ class GroupMember(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
     name: Annotated[
         str,
-        _doc("The member's name, unique in the group.", max_length=63, pattern=MEMBER_NAME_PATTERN),
+        doc("The member's name, unique in the group.", max_length=63, pattern=MEMBER_NAME_PATTERN),
     ]
-    replicas: Annotated[int, _doc("Replicas of this member in one gang instance.", ge=1)]
+    replicas: Annotated[int, doc("Replicas of this member in one gang instance.", ge=1)]
     min_replicas: Annotated[
         Annotated[int, msgspec.Meta(ge=1)] | None,
-        _doc(
+        doc(
             "Admit an instance with as few as this many replicas of the member when the full"
             " count does not fit (the largest count that fits); unset = all replicas or none."
         ),
     ] = None
-    template: Annotated[MemberTemplate, _doc("The actor each replica runs.")]
+    template: Annotated[MemberTemplate, doc("The actor each replica runs.")]
 
 
 class ActorGroupSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -139,34 +128,34 @@ class ActorGroupSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     members: Annotated[
         Annotated[
             list[GroupMember],
-            msgspec.Meta(max_length=MAX_MEMBERS, extra_json_schema=_LIST_MAP_BY_NAME),
+            msgspec.Meta(max_length=MAX_MEMBERS, extra_json_schema=LIST_MAP_BY_NAME),
         ],
-        _doc(f"The gang's members (at most {MAX_MEMBERS}), started together." + NOT_YET_APPLIED),
+        doc(f"The gang's members (at most {MAX_MEMBERS}), started together." + NOT_YET_APPLIED),
     ]
     replicas: Annotated[
         int,
-        _doc(
+        doc(
             "Gang instances: each is admitted whole or not at all. KEDA may set it through the"
             " scale subresource." + NOT_YET_APPLIED,
             ge=0,
         ),
     ] = DEFAULT_INSTANCES
     pool: Annotated[
-        _ObjectName | None,
-        _doc("ResourcePool whose quota admits the instances; unset = none." + NOT_YET_APPLIED),
+        ObjectName | None,
+        doc("ResourcePool whose quota admits the instances; unset = none." + NOT_YET_APPLIED),
     ] = None
     priority: Annotated[
-        int, _doc("Admission priority within the pool; higher goes first." + NOT_YET_APPLIED)
+        int, doc("Admission priority within the pool; higher goes first." + NOT_YET_APPLIED)
     ] = _ACTOR_SPEC_DEFAULTS["priority"]
     readiness_timeout_seconds: Annotated[
         int,
-        _doc(
+        doc(
             "Seconds an admitted instance has to become fully ready before it is evicted whole"
             " and requeued with backoff." + NOT_YET_APPLIED,
             ge=1,
         ),
-    ] = _whole_seconds(_READINESS.timeout_s)
-    broker: Annotated[BrokerRef, _doc("The Secret holding the broker's URLs.")] = msgspec.field(
+    ] = whole_seconds(_READINESS.timeout_s)
+    broker: Annotated[BrokerRef, doc("The Secret holding the broker's URLs.")] = msgspec.field(
         default_factory=BrokerRef
     )
 
@@ -176,25 +165,25 @@ class GroupCondition(Condition, frozen=True, kw_only=True, rename="camel"):
 
     type: Annotated[
         str,
-        _doc("Which aspect: QuotaReserved, Admitted, PodsReady or Evicted.", max_length=316),
+        doc("Which aspect: QuotaReserved, Admitted, PodsReady or Evicted.", max_length=316),
     ]
 
 
 class MemberAdmission(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """The flavor and replica count one member of an instance was admitted with."""
 
-    name: Annotated[str, _doc("The member.")]
-    flavor: Annotated[str, _doc("The ResourceFlavor its quota is taken from.")]
-    replicas: Annotated[int, _doc("Replicas admitted (minReplicas to replicas).", ge=0)]
+    name: Annotated[str, doc("The member.")]
+    flavor: Annotated[str, doc("The ResourceFlavor its quota is taken from.")]
+    replicas: Annotated[int, doc("Replicas admitted (minReplicas to replicas).", ge=0)]
 
 
 class InstanceAdmission(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """The quota one gang instance holds."""
 
-    instance: Annotated[int, _doc("The instance's index, from 0.", ge=0)]
+    instance: Annotated[int, doc("The instance's index, from 0.", ge=0)]
     members: Annotated[
-        Annotated[list[MemberAdmission], msgspec.Meta(extra_json_schema=_LIST_MAP_BY_NAME)],
-        _doc("Flavor and replicas per member."),
+        Annotated[list[MemberAdmission], msgspec.Meta(extra_json_schema=LIST_MAP_BY_NAME)],
+        doc("Flavor and replicas per member."),
     ]
 
 
@@ -202,23 +191,23 @@ class ActorGroupStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
     """What the operator observed."""
 
     replicas: Annotated[
-        int | None, _doc("Instances running (scale subresource)." + WRITTEN_BY_THE_OPERATOR)
+        int | None, doc("Instances running (scale subresource)." + WRITTEN_BY_THE_OPERATOR)
     ] = None
     selector: Annotated[
         str | None,
-        _doc(
+        doc(
             "Label selector of the group's pods, as a string (for the HPA)."
             + WRITTEN_BY_THE_OPERATOR
         ),
     ] = None
     desired: Annotated[
-        int | None, _doc("Instances asked for (spec.replicas)." + WRITTEN_BY_THE_OPERATOR)
+        int | None, doc("Instances asked for (spec.replicas)." + WRITTEN_BY_THE_OPERATOR)
     ] = None
-    admitted: Annotated[int | None, _doc("Instances holding quota." + WRITTEN_BY_THE_OPERATOR)] = (
+    admitted: Annotated[int | None, doc("Instances holding quota." + WRITTEN_BY_THE_OPERATOR)] = (
         None
     )
     ready: Annotated[
-        int | None, _doc("Instances whose every replica is ready." + WRITTEN_BY_THE_OPERATOR)
+        int | None, doc("Instances whose every replica is ready." + WRITTEN_BY_THE_OPERATOR)
     ] = None
     admission: Annotated[
         Annotated[
@@ -231,17 +220,17 @@ class ActorGroupStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
             ),
         ]
         | None,
-        _doc(
+        doc(
             "The quota each admitted instance holds; `asya-operator plan` takes it as already"
             " admitted." + WRITTEN_BY_THE_OPERATOR
         ),
     ] = None
     observed_generation: Annotated[
-        int | None, _doc("The spec generation this status describes.")
+        int | None, doc("The spec generation this status describes.")
     ] = None
     conditions: Annotated[
-        Annotated[list[GroupCondition], msgspec.Meta(extra_json_schema=_LIST_MAP_BY_TYPE)] | None,
-        _doc("QuotaReserved, Admitted, PodsReady and Evicted." + WRITTEN_BY_THE_OPERATOR),
+        Annotated[list[GroupCondition], msgspec.Meta(extra_json_schema=LIST_MAP_BY_TYPE)] | None,
+        doc("QuotaReserved, Admitted, PodsReady and Evicted." + WRITTEN_BY_THE_OPERATOR),
     ] = None
 
 
@@ -250,10 +239,10 @@ class ActorGroup(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
     Not yet applied by the controller (it makes no pods for it): `asya-operator plan` reads it."""
 
-    api_version: Annotated[str, _doc("asya.sh/v1alpha1")] = f"{GROUP}/{VERSION}"
-    kind: Annotated[str, _doc("ActorGroup")] = "ActorGroup"
-    metadata: Annotated[dict[str, Any], _doc("Standard object metadata.")] = msgspec.field(
+    api_version: Annotated[str, doc("asya.sh/v1alpha1")] = f"{GROUP}/{VERSION}"
+    kind: Annotated[str, doc("ActorGroup")] = "ActorGroup"
+    metadata: Annotated[dict[str, Any], doc("Standard object metadata.")] = msgspec.field(
         default_factory=dict
     )
-    spec: Annotated[ActorGroupSpec, _doc("Members, instances, pool, priority, readiness.")]
-    status: Annotated[ActorGroupStatus | None, _doc("What the operator observed.")] = None
+    spec: Annotated[ActorGroupSpec, doc("Members, instances, pool, priority, readiness.")]
+    status: Annotated[ActorGroupStatus | None, doc("What the operator observed.")] = None

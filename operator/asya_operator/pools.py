@@ -26,11 +26,13 @@ from asya.admission.model import (
     WithinPool,
 )
 from asya_operator.resources import (
-    DNS_SUBDOMAIN_PATTERN,
     GROUP,
+    LIST_MAP_BY_NAME,
     QUANTITY_PATTERN,
     VERSION,
+    ObjectName,
     Validation,
+    doc,
 )
 
 NOT_YET_APPLIED: Final = " Not yet applied by the controller: `asya-operator plan` reads it."
@@ -61,16 +63,10 @@ _PREEMPTION: Final = Preemption()
 _BORROW: Final = BorrowWithinCohort()
 
 
-def _doc(text: str, **constraints: Any) -> msgspec.Meta:
-    return msgspec.Meta(description=text, **constraints)
-
-
 _Quota = (
     Annotated[str, msgspec.Meta(pattern=NON_NEGATIVE_QUANTITY_PATTERN)]
     | Annotated[int, msgspec.Meta(ge=0)]
 )
-_ObjectName = Annotated[str, msgspec.Meta(max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)]
-_LIST_MAP_BY_NAME: Final = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
 _LIST_MAP_BY_FLAVOR: Final = {
     "x-kubernetes-list-type": "map",
     "x-kubernetes-list-map-keys": ["flavor"],
@@ -99,32 +95,32 @@ class ResourceQuota(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
     name: Annotated[
         str,
-        _doc(
+        doc(
             "The resource, as pods request it: cpu, memory, nvidia.com/gpu, ...",
             max_length=253,
             pattern=RESOURCE_NAME_PATTERN,
         ),
     ]
-    nominal: Annotated[_Quota, _doc("The quota that is this node's own, a Kubernetes quantity.")]
+    nominal: Annotated[_Quota, doc("The quota that is this node's own, a Kubernetes quantity.")]
     borrowing_limit: Annotated[
         _Quota | None,
-        _doc("Most this node may take from its cohort beyond its nominal quota; unset = no limit."),
+        doc("Most this node may take from its cohort beyond its nominal quota; unset = no limit."),
     ] = None
     lending_limit: Annotated[
         _Quota | None,
-        _doc("Most of its unused nominal quota this node lends to its cohort; unset = all of it."),
+        doc("Most of its unused nominal quota this node lends to its cohort; unset = all of it."),
     ] = None
 
 
 class FlavorQuotas(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """The quotas a node has in one ResourceFlavor."""
 
-    flavor: Annotated[_ObjectName, _doc("A ResourceFlavor's name.")]
+    flavor: Annotated[ObjectName, doc("A ResourceFlavor's name.")]
     resources: Annotated[
         Annotated[
-            list[ResourceQuota], msgspec.Meta(max_length=16, extra_json_schema=_LIST_MAP_BY_NAME)
+            list[ResourceQuota], msgspec.Meta(max_length=16, extra_json_schema=LIST_MAP_BY_NAME)
         ],
-        _doc("One quota per resource (cpu, memory, nvidia.com/gpu, ...)."),
+        doc("One quota per resource (cpu, memory, nvidia.com/gpu, ...)."),
     ]
 
 
@@ -152,11 +148,12 @@ class LabelSelectorRequirement(msgspec.Struct, frozen=True, kw_only=True, rename
         ),
     )
 
-    key: Annotated[str, _doc("The label key.", min_length=1, max_length=317)]
+    key: Annotated[str, doc("The label key.", min_length=1, max_length=317)]
     operator: Annotated[
-        Literal["In", "NotIn", "Exists", "DoesNotExist"], _doc("In, NotIn, Exists or DoesNotExist.")
+        Literal["In", "NotIn", "Exists", "DoesNotExist"],
+        doc("In, NotIn, Exists or DoesNotExist."),
     ]
-    values: Annotated[list[str] | None, _doc("Values compared with In and NotIn.")] = None
+    values: Annotated[list[str] | None, doc("Values compared with In and NotIn.")] = None
 
 
 class NamespaceSelector(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -166,10 +163,10 @@ class NamespaceSelector(msgspec.Struct, frozen=True, kw_only=True, rename="camel
     requirement `{key: kubernetes.io/metadata.name, operator: In, values: [...]}`."""
 
     match_labels: Annotated[
-        dict[str, str] | None, _doc("Labels a namespace must have, each with this value.")
+        dict[str, str] | None, doc("Labels a namespace must have, each with this value.")
     ] = None
     match_expressions: Annotated[
-        list[LabelSelectorRequirement] | None, _doc("Requirements a namespace must meet, all.")
+        list[LabelSelectorRequirement] | None, doc("Requirements a namespace must meet, all.")
     ] = None
 
 
@@ -185,11 +182,11 @@ class BorrowPolicyOverCohort(msgspec.Struct, frozen=True, kw_only=True, rename="
     )
 
     policy: Annotated[
-        BorrowPolicy, _doc("Never, or LowerPriority: preempt lower-priority workloads.")
+        BorrowPolicy, doc("Never, or LowerPriority: preempt lower-priority workloads.")
     ] = _BORROW.policy
     max_priority_threshold: Annotated[
         int | None,
-        _doc("Only workloads at or below this priority may be preempted; unset = any lower."),
+        doc("Only workloads at or below this priority may be preempted; unset = any lower."),
     ] = _BORROW.max_priority_threshold
 
 
@@ -207,20 +204,20 @@ class PoolPreemption(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
     within_pool: Annotated[
         WithinPool,
-        _doc(
+        doc(
             "Never, LowerPriority, or LowerOrNewerEqualPriority: which workloads of this pool"
             " a pending one may evict."
         ),
     ] = _PREEMPTION.within_pool
     reclaim_within_cohort: Annotated[
         ReclaimWithinCohort,
-        _doc(
+        doc(
             "Never, LowerPriority or Any: which workloads of other pools in the cohort, using"
             " quota they borrowed, a pending one may evict to take its quota back."
         ),
     ] = _PREEMPTION.reclaim_within_cohort
     borrow_within_cohort: Annotated[
-        BorrowPolicyOverCohort, _doc("Whether preempting is allowed while borrowing.")
+        BorrowPolicyOverCohort, doc("Whether preempting is allowed while borrowing.")
     ] = msgspec.field(default_factory=BorrowPolicyOverCohort)
 
 
@@ -237,8 +234,8 @@ class ResourcePoolSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
     )
 
     cohort: Annotated[
-        _ObjectName | None,
-        _doc(
+        ObjectName | None,
+        doc(
             "The cohort whose members lend each other unused quota; unset = none. A Cohort"
             " object of that name is optional (it adds a parent or quota of its own)."
             + APPLIED_TO_ACTORS
@@ -246,45 +243,44 @@ class ResourcePoolSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
     ] = _POOL["cohort"]
     namespace_selector: Annotated[
         NamespaceSelector | None,
-        _doc(
+        doc(
             "Namespaces whose workloads may use this pool; unset or `{}` = every namespace."
             + APPLIED_TO_ACTORS
         ),
     ] = None
     queueing_strategy: Annotated[
         QueueingStrategy,
-        _doc(
+        doc(
             "StrictFIFO: a head that does not fit blocks the pool. BestEffortFIFO: it steps"
             " aside until quota is released." + APPLIED_TO_ACTORS
         ),
     ] = _POOL["queueing_strategy"]
     preemption: Annotated[
-        PoolPreemption, _doc("When pending workloads may evict admitted ones." + APPLIED_TO_ACTORS)
+        PoolPreemption,
+        doc("When pending workloads may evict admitted ones." + APPLIED_TO_ACTORS),
     ] = msgspec.field(default_factory=PoolPreemption)
     quotas: Annotated[
         _QuotaList | None,
-        _doc(
-            "Quota per flavor, in the order flavors are tried for a workload." + APPLIED_TO_ACTORS
-        ),
+        doc("Quota per flavor, in the order flavors are tried for a workload." + APPLIED_TO_ACTORS),
     ] = None
 
 
 class ResourceUsage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """How much of one resource in one flavor the pool's admitted workloads use."""
 
-    name: Annotated[str, _doc("The resource (cpu, memory, nvidia.com/gpu, ...).")]
-    usage: Annotated[_Quota, _doc("What admitted workloads request in total.")] = 0
-    borrowed: Annotated[_Quota, _doc("The part of usage above the nominal quota.")] = 0
-    lent: Annotated[_Quota, _doc("Unused nominal quota other pools of the cohort use.")] = 0
+    name: Annotated[str, doc("The resource (cpu, memory, nvidia.com/gpu, ...).")]
+    usage: Annotated[_Quota, doc("What admitted workloads request in total.")] = 0
+    borrowed: Annotated[_Quota, doc("The part of usage above the nominal quota.")] = 0
+    lent: Annotated[_Quota, doc("Unused nominal quota other pools of the cohort use.")] = 0
 
 
 class FlavorUsage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """Usage in one flavor."""
 
-    flavor: Annotated[str, _doc("A ResourceFlavor's name.")]
+    flavor: Annotated[str, doc("A ResourceFlavor's name.")]
     resources: Annotated[
-        Annotated[list[ResourceUsage], msgspec.Meta(extra_json_schema=_LIST_MAP_BY_NAME)],
-        _doc("Usage per resource."),
+        Annotated[list[ResourceUsage], msgspec.Meta(extra_json_schema=LIST_MAP_BY_NAME)],
+        doc("Usage per resource."),
     ]
 
 
@@ -293,16 +289,16 @@ class ResourcePoolStatus(msgspec.Struct, frozen=True, kw_only=True, rename="came
 
     flavors_usage: Annotated[
         Annotated[list[FlavorUsage], msgspec.Meta(extra_json_schema=_LIST_MAP_BY_FLAVOR)] | None,
-        _doc("Usage, borrowed and lent quota per flavor and resource." + _WRITTEN_PER_REPLICA),
+        doc("Usage, borrowed and lent quota per flavor and resource." + _WRITTEN_PER_REPLICA),
     ] = None
     admitted_workloads: Annotated[
-        int | None, _doc("Workloads holding quota in this pool." + _WRITTEN_PER_REPLICA)
+        int | None, doc("Workloads holding quota in this pool." + _WRITTEN_PER_REPLICA)
     ] = None
     pending_workloads: Annotated[
-        int | None, _doc("Workloads waiting for quota in this pool." + _WRITTEN_PER_REPLICA)
+        int | None, doc("Workloads waiting for quota in this pool." + _WRITTEN_PER_REPLICA)
     ] = None
     observed_generation: Annotated[
-        int | None, _doc("The spec generation this status describes.")
+        int | None, doc("The spec generation this status describes.")
     ] = None
 
 
@@ -312,13 +308,13 @@ class ResourcePool(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     Kueue's ClusterQueue. The controller admits AsyncActors' replicas by it; ActorGroups are
     not run yet (`asya-operator plan` shows what it would decide for them)."""
 
-    api_version: Annotated[str, _doc("asya.sh/v1alpha1")] = f"{GROUP}/{VERSION}"
-    kind: Annotated[str, _doc("ResourcePool")] = "ResourcePool"
-    metadata: Annotated[dict[str, Any], _doc("Standard object metadata.")] = msgspec.field(
+    api_version: Annotated[str, doc("asya.sh/v1alpha1")] = f"{GROUP}/{VERSION}"
+    kind: Annotated[str, doc("ResourcePool")] = "ResourcePool"
+    metadata: Annotated[dict[str, Any], doc("Standard object metadata.")] = msgspec.field(
         default_factory=dict
     )
-    spec: Annotated[ResourcePoolSpec, _doc("Quota, cohort, namespaces, queueing, preemption.")]
-    status: Annotated[ResourcePoolStatus | None, _doc("What admission observed.")] = None
+    spec: Annotated[ResourcePoolSpec, doc("Quota, cohort, namespaces, queueing, preemption.")]
+    status: Annotated[ResourcePoolStatus | None, doc("What admission observed.")] = None
 
 
 # --- Cohort ------------------------------------------------------------------------------
@@ -328,15 +324,15 @@ class CohortSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """Where the cohort sits in the cohort tree, and quota of its own."""
 
     parent: Annotated[
-        _ObjectName | None,
-        _doc(
+        ObjectName | None,
+        doc(
             "The cohort this one belongs to; its members then share with the parent's."
             + APPLIED_TO_ACTORS
         ),
     ] = None
     quotas: Annotated[
         _QuotaList | None,
-        _doc(
+        doc(
             "Quota the cohort owns, lent to its members (same shape as a pool's)."
             + APPLIED_TO_ACTORS
         ),
@@ -348,7 +344,7 @@ class CohortStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
     flavors_usage: Annotated[
         Annotated[list[FlavorUsage], msgspec.Meta(extra_json_schema=_LIST_MAP_BY_FLAVOR)] | None,
-        _doc("Usage of the cohort's subtree per flavor and resource." + WRITTEN_BY_THE_OPERATOR),
+        doc("Usage of the cohort's subtree per flavor and resource." + WRITTEN_BY_THE_OPERATOR),
     ] = None
 
 
@@ -365,12 +361,12 @@ class Cohort(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         ),
     )
 
-    api_version: Annotated[str, _doc("asya.sh/v1alpha1")] = f"{GROUP}/{VERSION}"
-    kind: Annotated[str, _doc("Cohort")] = "Cohort"
-    metadata: Annotated[dict[str, Any], _doc("Standard object metadata.")] = msgspec.field(
+    api_version: Annotated[str, doc("asya.sh/v1alpha1")] = f"{GROUP}/{VERSION}"
+    kind: Annotated[str, doc("Cohort")] = "Cohort"
+    metadata: Annotated[dict[str, Any], doc("Standard object metadata.")] = msgspec.field(
         default_factory=dict
     )
-    spec: Annotated[CohortSpec, _doc("Parent and quota.")] = msgspec.field(
+    spec: Annotated[CohortSpec, doc("Parent and quota.")] = msgspec.field(
         default_factory=CohortSpec
     )
-    status: Annotated[CohortStatus | None, _doc("What admission observed.")] = None
+    status: Annotated[CohortStatus | None, doc("What admission observed.")] = None

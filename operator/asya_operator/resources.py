@@ -70,8 +70,13 @@ _ACTOR_SPEC_DEFAULTS: Final = {
 }
 
 
-def _whole_seconds(seconds: float) -> int:
-    # KEDA takes whole seconds; asya's defaults are whole numbers of seconds, kept so here.
+def whole_seconds(seconds: float) -> int:
+    """`seconds` as the whole number a CR takes (KEDA counts whole seconds; asya's defaults
+    are whole numbers of seconds, kept so here).
+
+    Raises:
+        ValueError: `seconds` has a fraction.
+    """
     if seconds != int(seconds):
         raise ValueError(f"{seconds} s is not a whole number of seconds")
     return int(seconds)
@@ -86,17 +91,21 @@ class Validation(msgspec.Struct, frozen=True, kw_only=True):
     """What the API server answers when the rule is false: what is wrong and how to fix it."""
 
 
-def _doc(text: str, **constraints: Any) -> msgspec.Meta:
+def doc(text: str, **constraints: Any) -> msgspec.Meta:
+    """A field's description (which the CRD carries) and its constraints."""
     return msgspec.Meta(description=text, **constraints)
 
 
 _Quantity = Annotated[str, msgspec.Meta(pattern=QUANTITY_PATTERN)] | int
 _NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 _Positive = Annotated[int, msgspec.Meta(ge=1)]
-_ObjectName = Annotated[str, msgspec.Meta(max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)]
+ObjectName = Annotated[str, msgspec.Meta(max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)]
+"""A Kubernetes object's name, as a field type."""
 
-_LIST_MAP_BY_NAME: Final = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
-_LIST_MAP_BY_TYPE: Final = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
+LIST_MAP_BY_NAME: Final = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+"""A list whose items are merged by their `name` (server-side apply)."""
+LIST_MAP_BY_TYPE: Final = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
+"""A list whose items are merged by their `type` (conditions)."""
 
 _OVERRIDE: Final = " Passed to the runtime, which applies it over the decorator's."
 
@@ -107,11 +116,11 @@ _OVERRIDE: Final = " Passed to the runtime, which applies it over the decorator'
 class EnvVar(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """An environment variable of the runtime container (Kubernetes' EnvVar)."""
 
-    name: Annotated[str, _doc("Variable name.", min_length=1)]
-    value: Annotated[str | None, _doc("Literal value.")] = None
+    name: Annotated[str, doc("Variable name.", min_length=1)]
+    value: Annotated[str | None, doc("Literal value.")] = None
     value_from: Annotated[
         dict[str, Any] | None,
-        _doc("A source for the value (secretKeyRef, configMapKeyRef, fieldRef, ...), as in core."),
+        doc("A source for the value (secretKeyRef, configMapKeyRef, fieldRef, ...), as in core."),
     ] = None
 
 
@@ -119,14 +128,15 @@ class ActorResources(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """What one replica asks the cluster for."""
 
     cpu: Annotated[
-        _Quantity | None, _doc("CPU request, a Kubernetes quantity (`500m`, `2`); unset = none.")
+        _Quantity | None,
+        doc("CPU request, a Kubernetes quantity (`500m`, `2`); unset = none."),
     ] = _RESOURCES.cpu
     memory: Annotated[
         _Quantity | None,
-        _doc("Memory request, a Kubernetes quantity (`512Mi`, `16Gi`); unset = none."),
+        doc("Memory request, a Kubernetes quantity (`512Mi`, `16Gi`); unset = none."),
     ] = _RESOURCES.memory
     gpus: Annotated[
-        int, _doc("Whole GPUs per replica (`nvidia.com/gpu`, request and limit).", ge=0)
+        int, doc("Whole GPUs per replica (`nvidia.com/gpu`, request and limit).", ge=0)
     ] = _RESOURCES.gpus
 
 
@@ -142,35 +152,36 @@ class ActorScaling(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     )
 
     min_replicas: Annotated[
-        int, _doc("Replicas kept when the queue is empty; 0 lets the actor scale to zero.", ge=0)
+        int,
+        doc("Replicas kept when the queue is empty; 0 lets the actor scale to zero.", ge=0),
     ] = _SCALING.min_replicas
-    max_replicas: Annotated[int, _doc("Most replicas the actor may scale to.", ge=1)] = (
+    max_replicas: Annotated[int, doc("Most replicas the actor may scale to.", ge=1)] = (
         _SCALING.max_replicas
     )
     queue_length: Annotated[
         int,
-        _doc(
+        doc(
             "Messages (ready plus unacked) one replica is expected to handle (KEDA's value).", ge=1
         ),
     ] = _SCALING.queue_length
     activation_queue_length: Annotated[
         int,
-        _doc(
+        doc(
             "Queue depth above which an actor at zero replicas is started (KEDA's"
             " activationValue).",
             ge=0,
         ),
     ] = _SCALING.activation
     polling_interval: Annotated[
-        int, _doc("Seconds between queue-depth checks (KEDA's pollingInterval).", ge=1)
-    ] = _whole_seconds(_SCALING.polling_interval_s)
+        int, doc("Seconds between queue-depth checks (KEDA's pollingInterval).", ge=1)
+    ] = whole_seconds(_SCALING.polling_interval_s)
     cooldown_period: Annotated[
         int,
-        _doc(
+        doc(
             "Seconds of an idle queue before scaling back to minReplicas (KEDA's cooldownPeriod).",
             ge=0,
         ),
-    ] = _whole_seconds(_SCALING.cooldown_s)
+    ] = whole_seconds(_SCALING.cooldown_s)
 
 
 class ActorRetry(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -196,22 +207,22 @@ class ActorRetry(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     )
 
     max_attempts: Annotated[
-        int, _doc("Calls at most per envelope, the first included (1 = never retry).", ge=1)
+        int, doc("Calls at most per envelope, the first included (1 = never retry).", ge=1)
     ] = _RETRY.max_attempts
     base_delay_ms: Annotated[
-        int, _doc("Delay before the second attempt, in milliseconds.", ge=0)
+        int, doc("Delay before the second attempt, in milliseconds.", ge=0)
     ] = _RETRY.base_delay_ms
-    factor: Annotated[float, _doc("Each further delay is this many times the one before.")] = (
+    factor: Annotated[float, doc("Each further delay is this many times the one before.")] = (
         _RETRY.factor
     )
     max_delay_ms: Annotated[
-        int, _doc("No delay is longer than this, in milliseconds, jitter included.", ge=0)
+        int, doc("No delay is longer than this, in milliseconds, jitter included.", ge=0)
     ] = _RETRY.max_delay_ms
     jitter: Annotated[
-        float, _doc("Up to this fraction of each delay is taken off at random (0.0 to 1.0).")
+        float, doc("Up to this fraction of each delay is taken off at random (0.0 to 1.0).")
     ] = _RETRY.jitter
     retry_timeouts: Annotated[
-        bool, _doc("Whether a call that ran past the actor's timeout is tried again.")
+        bool, doc("Whether a call that ran past the actor's timeout is tried again.")
     ] = _RETRY.retry_timeouts
 
 
@@ -226,10 +237,10 @@ class ActorBatch(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         ),
     )
 
-    size: Annotated[int, _doc("Most envelopes per call.")]
+    size: Annotated[int, doc("Most envelopes per call.")]
     wait_ms: Annotated[
         _NonNegative | None,
-        _doc(
+        doc(
             "Milliseconds to wait for a batch to fill before calling with fewer; unset = the"
             " decorator's batch_wait_ms."
         ),
@@ -241,7 +252,7 @@ class BrokerRef(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
     secret_name: Annotated[
         str,
-        _doc(
+        doc(
             f"Secret with key `{BROKER_AMQP_URL_KEY}` (AMQP URL, given to the sidecar only) and"
             f" key `{BROKER_MANAGEMENT_URL_KEY}` (RabbitMQ management API URL with credentials,"
             " read by KEDA's TriggerAuthentication).",
@@ -276,60 +287,61 @@ class AsyncActorSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     )
 
     image: Annotated[
-        str, _doc("Container image with the handler's code and asya installed.", max_length=1024)
+        str,
+        doc("Container image with the handler's code and asya installed.", max_length=1024),
     ]
     handler: Annotated[
         str,
-        _doc("The actor's handler as `module:attr` (the runtime's ASYA_HANDLER).", max_length=512),
+        doc("The actor's handler as `module:attr` (the runtime's ASYA_HANDLER).", max_length=512),
     ]
     replicas: Annotated[
         _NonNegative | None,
-        _doc(
+        doc(
             "Desired replicas, written by KEDA through the scale subresource; unset = minReplicas."
         ),
     ] = None
     env: Annotated[
-        Annotated[list[EnvVar], msgspec.Meta(extra_json_schema=_LIST_MAP_BY_NAME)] | None,
-        _doc("Extra environment variables of the runtime container."),
+        Annotated[list[EnvVar], msgspec.Meta(extra_json_schema=LIST_MAP_BY_NAME)] | None,
+        doc("Extra environment variables of the runtime container."),
     ] = None
     env_from: Annotated[
         list[dict[str, Any]] | None,
-        _doc(
+        doc(
             "ConfigMaps and Secrets exposed as variables to the runtime container (EnvFromSource)."
         ),
     ] = None
-    resources: Annotated[ActorResources, _doc("What one replica asks the cluster for.")] = (
+    resources: Annotated[ActorResources, doc("What one replica asks the cluster for.")] = (
         msgspec.field(default_factory=ActorResources)
     )
     flavor: Annotated[
-        _ObjectName | None,
-        _doc("ResourceFlavor whose node labels and tolerations the pods get; unset = none."),
+        ObjectName | None,
+        doc("ResourceFlavor whose node labels and tolerations the pods get; unset = none."),
     ] = None
-    scaling: Annotated[ActorScaling, _doc("Replica bounds and queue-depth scaling (KEDA).")] = (
+    scaling: Annotated[ActorScaling, doc("Replica bounds and queue-depth scaling (KEDA).")] = (
         msgspec.field(default_factory=ActorScaling)
     )
     retry: Annotated[
         ActorRetry | None,
-        _doc("Override of the decorator's retry policy; unset = the decorator's." + _OVERRIDE),
+        doc("Override of the decorator's retry policy; unset = the decorator's." + _OVERRIDE),
     ] = None
     timeout_seconds: Annotated[
         float | None,
-        _doc("Override of the decorator's timeout_s; unset = the decorator's." + _OVERRIDE),
+        doc("Override of the decorator's timeout_s; unset = the decorator's." + _OVERRIDE),
     ] = None
     concurrency: Annotated[
         _Positive | None,
-        _doc(
+        doc(
             "Override of the decorator's concurrency (calls in flight per replica); unset = the"
             " decorator's." + _OVERRIDE
         ),
     ] = None
     batch: Annotated[
         ActorBatch | None,
-        _doc("Override of the decorator's batching; unset = the decorator's." + _OVERRIDE),
+        doc("Override of the decorator's batching; unset = the decorator's." + _OVERRIDE),
     ] = None
     pool: Annotated[
-        _ObjectName | None,
-        _doc(
+        ObjectName | None,
+        doc(
             "ResourcePool whose quota admits the replicas, one by one: the Deployment runs the"
             " admitted number (status.admittedReplicas), never more than desired; unset = no"
             " quota, every desired replica runs."
@@ -337,16 +349,17 @@ class AsyncActorSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     ] = _ACTOR_SPEC_DEFAULTS["pool"]
     priority: Annotated[
         int,
-        _doc(
+        doc(
             "Admission priority within the pool (and its cohort); higher goes first and may"
             " preempt lower as the pool's preemption policy allows."
         ),
     ] = _ACTOR_SPEC_DEFAULTS["priority"]
-    broker: Annotated[BrokerRef, _doc("The Secret holding the broker's URLs.")] = msgspec.field(
+    broker: Annotated[BrokerRef, doc("The Secret holding the broker's URLs.")] = msgspec.field(
         default_factory=BrokerRef
     )
     keep_queues: Annotated[
-        bool, _doc("Keep the actor's queues when the AsyncActor is deleted (default: remove them).")
+        bool,
+        doc("Keep the actor's queues when the AsyncActor is deleted (default: remove them)."),
     ] = False
 
 
@@ -355,50 +368,48 @@ class Condition(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
     type: Annotated[
         str,
-        _doc(
+        doc(
             "Which aspect: Ready, Scaling, Degraded; QuotaReserved, Admitted, Preempted.",
             max_length=316,
         ),
     ]
-    status: Annotated[Literal["True", "False", "Unknown"], _doc("True, False or Unknown.")]
-    reason: Annotated[str | None, _doc("CamelCase reason for the last transition.")] = None
-    message: Annotated[str | None, _doc("What happened, in words, naming any missing object.")] = (
+    status: Annotated[Literal["True", "False", "Unknown"], doc("True, False or Unknown.")]
+    reason: Annotated[str | None, doc("CamelCase reason for the last transition.")] = None
+    message: Annotated[str | None, doc("What happened, in words, naming any missing object.")] = (
         None
     )
     last_transition_time: Annotated[
         str | None,
-        _doc("When status last changed (RFC 3339).", extra_json_schema={"format": "date-time"}),
+        doc("When status last changed (RFC 3339).", extra_json_schema={"format": "date-time"}),
     ] = None
 
 
 class AsyncActorStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """What the operator observed; written by the operator only."""
 
-    replicas: Annotated[int | None, _doc("Replicas the Deployment has (scale subresource).")] = None
-    ready_replicas: Annotated[int | None, _doc("Replicas whose runtime and sidecar are ready.")] = (
+    replicas: Annotated[int | None, doc("Replicas the Deployment has (scale subresource).")] = None
+    ready_replicas: Annotated[int | None, doc("Replicas whose runtime and sidecar are ready.")] = (
         None
     )
     selector: Annotated[
-        str | None, _doc("Label selector of the actor's pods, as a string (for the HPA).")
+        str | None, doc("Label selector of the actor's pods, as a string (for the HPA).")
     ] = None
     observed_generation: Annotated[
-        int | None, _doc("The spec generation this status describes.")
+        int | None, doc("The spec generation this status describes.")
     ] = None
     conditions: Annotated[
-        Annotated[list[Condition], msgspec.Meta(extra_json_schema=_LIST_MAP_BY_TYPE)] | None,
-        _doc(
-            "Ready, Scaling and Degraded; with a pool also QuotaReserved, Admitted and Preempted."
-        ),
+        Annotated[list[Condition], msgspec.Meta(extra_json_schema=LIST_MAP_BY_TYPE)] | None,
+        doc("Ready, Scaling and Degraded; with a pool also QuotaReserved, Admitted and Preempted."),
     ] = None
     admitted_replicas: Annotated[
         int | None,
-        _doc(
+        doc(
             "Replicas holding quota in the pool (actors with a pool only): what the Deployment"
             " runs."
         ),
     ] = None
     admitted_flavor: Annotated[
-        str | None, _doc("The ResourceFlavor the admitted replicas hold quota in.")
+        str | None, doc("The ResourceFlavor the admitted replicas hold quota in.")
     ] = None
 
 
@@ -420,13 +431,13 @@ class AsyncActor(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         ),
     )
 
-    api_version: Annotated[str, _doc("asya.sh/v1alpha1")] = f"{GROUP}/{VERSION}"
-    kind: Annotated[str, _doc("AsyncActor")] = "AsyncActor"
-    metadata: Annotated[dict[str, Any], _doc("Standard object metadata.")] = msgspec.field(
+    api_version: Annotated[str, doc("asya.sh/v1alpha1")] = f"{GROUP}/{VERSION}"
+    kind: Annotated[str, doc("AsyncActor")] = "AsyncActor"
+    metadata: Annotated[dict[str, Any], doc("Standard object metadata.")] = msgspec.field(
         default_factory=dict
     )
-    spec: Annotated[AsyncActorSpec, _doc("What the actor is and how it runs.")]
-    status: Annotated[AsyncActorStatus | None, _doc("What the operator observed.")] = None
+    spec: Annotated[AsyncActorSpec, doc("What the actor is and how it runs.")]
+    status: Annotated[AsyncActorStatus | None, doc("What the operator observed.")] = None
 
 
 # --- ResourceFlavor ----------------------------------------------------------------------
@@ -437,9 +448,9 @@ _Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 class Taint(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """A taint the flavor's nodes carry (core Taint)."""
 
-    key: Annotated[str, _doc("Taint key.", min_length=1)]
-    value: Annotated[str | None, _doc("Taint value.")] = None
-    effect: Annotated[_Effect, _doc("NoSchedule, PreferNoSchedule or NoExecute.")]
+    key: Annotated[str, doc("Taint key.", min_length=1)]
+    value: Annotated[str | None, doc("Taint value.")] = None
+    effect: Annotated[_Effect, doc("NoSchedule, PreferNoSchedule or NoExecute.")]
 
 
 class Toleration(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -462,14 +473,15 @@ class Toleration(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         ),
     )
 
-    key: Annotated[str | None, _doc("Taint key matched; unset = every key.")] = None
+    key: Annotated[str | None, doc("Taint key matched; unset = every key.")] = None
     operator: Annotated[
-        Literal["Equal", "Exists"] | None, _doc("Equal (the default) or Exists.")
+        Literal["Equal", "Exists"] | None, doc("Equal (the default) or Exists.")
     ] = None
-    value: Annotated[str | None, _doc("Taint value matched (operator Equal).")] = None
-    effect: Annotated[_Effect | None, _doc("Taint effect matched; unset = every effect.")] = None
+    value: Annotated[str | None, doc("Taint value matched (operator Equal).")] = None
+    effect: Annotated[_Effect | None, doc("Taint effect matched; unset = every effect.")] = None
     toleration_seconds: Annotated[
-        int | None, _doc("How long a NoExecute taint is tolerated before eviction, in seconds.")
+        int | None,
+        doc("How long a NoExecute taint is tolerated before eviction, in seconds."),
     ] = None
 
 
@@ -478,24 +490,24 @@ class ResourceFlavorSpec(msgspec.Struct, frozen=True, kw_only=True, rename="came
 
     node_labels: Annotated[
         Annotated[dict[str, str], msgspec.Meta(max_length=8)] | None,
-        _doc("Labels the pods' nodeSelector requires."),
+        doc("Labels the pods' nodeSelector requires."),
     ] = None
     node_taints: Annotated[
         Annotated[list[Taint], msgspec.Meta(max_length=8)] | None,
-        _doc("Taints the flavor's nodes carry; pods get matching tolerations."),
+        doc("Taints the flavor's nodes carry; pods get matching tolerations."),
     ] = None
     tolerations: Annotated[
         Annotated[list[Toleration], msgspec.Meta(max_length=8)] | None,
-        _doc("Extra tolerations the pods get."),
+        doc("Extra tolerations the pods get."),
     ] = None
 
 
 class ResourceFlavor(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """A cluster-wide kind of node actors can be placed on (node labels and tolerations)."""
 
-    api_version: Annotated[str, _doc("asya.sh/v1alpha1")] = f"{GROUP}/{VERSION}"
-    kind: Annotated[str, _doc("ResourceFlavor")] = "ResourceFlavor"
-    metadata: Annotated[dict[str, Any], _doc("Standard object metadata.")] = msgspec.field(
+    api_version: Annotated[str, doc("asya.sh/v1alpha1")] = f"{GROUP}/{VERSION}"
+    kind: Annotated[str, doc("ResourceFlavor")] = "ResourceFlavor"
+    metadata: Annotated[dict[str, Any], doc("Standard object metadata.")] = msgspec.field(
         default_factory=dict
     )
-    spec: Annotated[ResourceFlavorSpec, _doc("Node labels, taints and tolerations.")]
+    spec: Annotated[ResourceFlavorSpec, doc("Node labels, taints and tolerations.")]
