@@ -13,6 +13,7 @@ objects marked to keep their fields) and attaches each Struct's CEL rules
 from __future__ import annotations
 
 import argparse
+import copy
 import inspect
 import sys
 from collections.abc import Sequence
@@ -249,10 +250,12 @@ def _crd(
         "storage": True,
         "schema": {"openAPIV3Schema": structural_schema(root)},
     }
+    # Copies: the shared pieces (_STATUS_AND_SCALE, _AGE) stay as they are whatever a caller
+    # does with the CRD it gets.
     if subresources:
-        version["subresources"] = subresources
+        version["subresources"] = copy.deepcopy(subresources)
     if printer_columns:
-        version["additionalPrinterColumns"] = list(printer_columns)
+        version["additionalPrinterColumns"] = [dict(column) for column in printer_columns]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -275,6 +278,18 @@ def _column(
     return column
 
 
+_STATUS_AND_SCALE: Final = {
+    "status": {},
+    # KEDA (through its HPA) scales the resource by `spec.replicas`.
+    "scale": {
+        "specReplicasPath": ".spec.replicas",
+        "statusReplicasPath": ".status.replicas",
+        "labelSelectorPath": ".status.selector",
+    },
+}
+_AGE: Final = _column("Age", "date", ".metadata.creationTimestamp", "Time since creation")
+
+
 def async_actor_crd() -> dict[str, Any]:
     """The AsyncActor CRD: namespaced, with `status` and `scale` subresources."""
     return _crd(
@@ -282,14 +297,7 @@ def async_actor_crd() -> dict[str, Any]:
         plural="asyncactors",
         scope="Namespaced",
         short_names=["aa"],
-        subresources={
-            "status": {},
-            "scale": {
-                "specReplicasPath": ".spec.replicas",
-                "statusReplicasPath": ".status.replicas",
-                "labelSelectorPath": ".status.selector",
-            },
-        },
+        subresources=_STATUS_AND_SCALE,
         printer_columns=[
             _column("Desired", "integer", ".spec.replicas", "Replicas KEDA asks for"),
             _column(
@@ -303,7 +311,7 @@ def async_actor_crd() -> dict[str, Any]:
             _column("Image", "string", ".spec.image", "Container image"),
             _column("Handler", "string", ".spec.handler", "module:attr", priority=1),
             _column("Flavor", "string", ".spec.flavor", "ResourceFlavor", priority=1),
-            _column("Age", "date", ".metadata.creationTimestamp", "Time since creation"),
+            _AGE,
         ],
     )
 
@@ -315,7 +323,7 @@ def resource_flavor_crd() -> dict[str, Any]:
         plural="resourceflavors",
         scope="Cluster",
         printer_columns=[
-            _column("Age", "date", ".metadata.creationTimestamp", "Time since creation"),
+            _AGE,
         ],
     )
 
@@ -333,7 +341,7 @@ def resource_pool_crd() -> dict[str, Any]:
             _column("Strategy", "string", ".spec.queueingStrategy", "Queueing", priority=1),
             _column("Admitted", "integer", ".status.admittedWorkloads", "Workloads holding quota"),
             _column("Pending", "integer", ".status.pendingWorkloads", "Workloads waiting"),
-            _column("Age", "date", ".metadata.creationTimestamp", "Time since creation"),
+            _AGE,
         ],
     )
 
@@ -347,7 +355,7 @@ def cohort_crd() -> dict[str, Any]:
         subresources={"status": {}},
         printer_columns=[
             _column("Parent", "string", ".spec.parent", "Parent cohort"),
-            _column("Age", "date", ".metadata.creationTimestamp", "Time since creation"),
+            _AGE,
         ],
     )
 
@@ -359,21 +367,14 @@ def actor_group_crd() -> dict[str, Any]:
         plural="actorgroups",
         scope="Namespaced",
         short_names=["ag"],
-        subresources={
-            "status": {},
-            "scale": {
-                "specReplicasPath": ".spec.replicas",
-                "statusReplicasPath": ".status.replicas",
-                "labelSelectorPath": ".status.selector",
-            },
-        },
+        subresources=_STATUS_AND_SCALE,
         printer_columns=[
             _column("Pool", "string", ".spec.pool", "ResourcePool"),
             _column("Priority", "integer", ".spec.priority", "Admission priority"),
             _column("Desired", "integer", ".spec.replicas", "Gang instances asked for"),
             _column("Admitted", "integer", ".status.admitted", "Instances holding quota"),
             _column("Ready", "integer", ".status.ready", "Instances fully ready"),
-            _column("Age", "date", ".metadata.creationTimestamp", "Time since creation"),
+            _AGE,
         ],
     )
 
