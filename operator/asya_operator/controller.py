@@ -42,8 +42,15 @@ from asya_operator.plan import end_actor_owners, plan_actor
 from asya_operator.pool_status import plan_pool_statuses
 from asya_operator.queues import declare_actor_queues, delete_actor_queues
 from asya_operator.resources import BROKER_AMQP_URL_KEY, GROUP, VERSION, AsyncActor
-from asya_operator.scaling import desired_replicas
-from asya_operator.status import Problem, find_problems, plan_admission_status, plan_status
+from asya_operator.scaling import admitted_replicas, desired_replicas
+from asya_operator.status import (
+    Problem,
+    admission_changed,
+    find_problems,
+    pending_since,
+    plan_admission_status,
+    plan_status,
+)
 
 DELETE_ATTEMPTS: Final = 5
 """Tries at deleting a deleted actor's queues while the broker is unreachable, `recheck_s`
@@ -254,10 +261,10 @@ async def _admit(memo: Any, logger: kopf.Logger, *, skip: tuple[str, str] | None
             key = (namespace, actor_name(actor))
             admission = decided[key]
             status = plan_admission_status(actor, admission, now=now)
-            since = _pending_since(status)
+            since = pending_since(status)
             if since is not None:
                 waiting[key] = since
-            if not _admission_changed(actor, status):
+            if not admission_changed(actor, status):
                 continue
             if admission.preempted_by is not None:
                 metrics.PREEMPTIONS.inc()
@@ -285,19 +292,9 @@ def _write_pool_status(name: str, status: dict[str, Any]) -> None:
         cluster.write_pool_status(api, name, status)
 
 
-def _pending_since(status: dict[str, Any]) -> float | None:
-    # When the Admitted condition last turned False: since then replicas have waited.
-    for condition in status["conditions"]:
-        if condition["type"] == "Admitted" and condition["status"] == "False":
-            stamp = datetime.strptime(condition["lastTransitionTime"], "%Y-%m-%dT%H:%M:%SZ")
-            return stamp.replace(tzinfo=UTC).timestamp()
-    return None
-
-
 def _growth(item: tuple[str, AsyncActor], decided: dict[tuple[str, str], ActorAdmission]) -> int:
     namespace, actor = item
-    held = (actor.status.admitted_replicas or 0) if actor.status is not None else 0
-    return decided[namespace, actor_name(actor)].admitted - held
+    return decided[namespace, actor_name(actor)].admitted - admitted_replicas(actor)
 
 
 def _pooled(world: AdmissionWorld) -> list[PooledActor]:
@@ -320,25 +317,11 @@ def _pooled(world: AdmissionWorld) -> list[PooledActor]:
             flavor=actor.spec.flavor,
             resources=actor.spec.resources,
             desired=desired_replicas(actor),
-            admitted=(actor.status.admitted_replicas or 0) if actor.status else 0,
+            admitted=admitted_replicas(actor),
             admitted_flavor=actor.status.admitted_flavor if actor.status else None,
         )
         for age, (namespace, actor) in enumerate(ordered)
     ]
-
-
-def _admission_changed(actor: AsyncActor, status: dict[str, Any]) -> bool:
-    before = actor.status
-    if before is None:
-        return True
-    if (before.admitted_replicas, before.admitted_flavor) != (
-        status["admittedReplicas"],
-        status["admittedFlavor"],
-    ):
-        return True
-    old = {(c.type, c.status, c.reason, c.message) for c in before.conditions or ()}
-    new = {(c["type"], c["status"], c["reason"], c["message"]) for c in status["conditions"]}
-    return old != new
 
 
 def _admission_words(actor: AsyncActor, admission: ActorAdmission) -> str:

@@ -107,15 +107,11 @@ def _flavors_usage(pool: ResourcePool, used: _Usage, lent: _Usage) -> list[dict[
         resources = [
             {
                 "name": quota.name,
-                "usage": _quantity(used.get((flavor.flavor, quota.name), 0)),
-                "borrowed": _quantity(borrowed.get((flavor.flavor, quota.name), 0)),
-                "lent": _quantity(lent.get((flavor.flavor, quota.name), 0)),
+                "usage": format_quantity(used.get((flavor.flavor, quota.name), 0)),
+                "borrowed": format_quantity(borrowed.get((flavor.flavor, quota.name), 0)),
+                "lent": format_quantity(lent.get((flavor.flavor, quota.name), 0)),
             }
             for quota in flavor.resources
         ]
         out.append({"flavor": flavor.flavor, "resources": resources})
     return out
-
-
-def _quantity(milli: int) -> str:
-    return format_quantity(milli)

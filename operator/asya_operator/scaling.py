@@ -38,8 +38,12 @@ def running_replicas(actor: AsyncActor) -> int:
     desired = desired_replicas(actor)
     if actor.spec.pool is None:
         return desired
-    admitted = actor.status.admitted_replicas if actor.status is not None else None
-    return min(desired, admitted or 0)
+    return min(desired, admitted_replicas(actor))
+
+
+def admitted_replicas(actor: AsyncActor) -> int:
+    """The replicas holding quota as the actor's status says (0 before any admission)."""
+    return (actor.status.admitted_replicas or 0) if actor.status is not None else 0
 
 
 def plan_trigger_authentication(actor: AsyncActor, namespace: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import dataclasses
 import enum
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -104,8 +104,11 @@ def find_problems(
     return problems
 
 
+_RFC3339: Final = "%Y-%m-%dT%H:%M:%SZ"
+
+
 def _rfc3339(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return now.astimezone(UTC).strftime(_RFC3339)
 
 
 def _condition(
@@ -247,3 +250,28 @@ def plan_admission_status(
         "admittedFlavor": admission.flavor,
         "conditions": [*others, reserved, admitted_now, preempted],
     }
+
+
+def admission_changed(actor: AsyncActor, status: Mapping[str, Any]) -> bool:
+    """Whether `status` (from `plan_admission_status`) says anything `actor`'s does not."""
+    before = actor.status
+    if before is None:
+        return True
+    if (before.admitted_replicas, before.admitted_flavor) != (
+        status["admittedReplicas"],
+        status["admittedFlavor"],
+    ):
+        return True
+    old = {(c.type, c.status, c.reason, c.message) for c in before.conditions or ()}
+    new = {(c["type"], c["status"], c["reason"], c["message"]) for c in status["conditions"]}
+    return old != new
+
+
+def pending_since(status: Mapping[str, Any]) -> float | None:
+    """When (Unix time) the Admitted condition of `status` last turned False: since then the
+    actor has had replicas waiting for quota. None while all are admitted."""
+    for condition in status["conditions"]:
+        if condition["type"] == "Admitted" and condition["status"] == "False":
+            stamp = datetime.strptime(condition["lastTransitionTime"], _RFC3339)
+            return stamp.replace(tzinfo=UTC).timestamp()
+    return None

@@ -8,7 +8,12 @@ from asya_operator.admission import ActorAdmission
 from asya_operator.config import OperatorConfig
 from asya_operator.deployment import placement_flavor, plan_deployment
 from asya_operator.scaling import running_replicas
-from asya_operator.status import plan_admission_status, plan_status
+from asya_operator.status import (
+    admission_changed,
+    pending_since,
+    plan_admission_status,
+    plan_status,
+)
 
 from tests.operator.plan_builders import async_actor, resource_flavor
 
@@ -108,3 +113,28 @@ def test_plan_status_keeps_the_admission_conditions_and_leaves_the_counts_to_the
     assert by_type(status)["Admitted"] == by_type(admitted)["Admitted"]
     assert "admittedReplicas" not in status  # the pass's alone: never written back stale
     assert by_type(status)["Ready"]["status"] == "True"
+
+
+def test_pending_since_is_when_admitted_last_turned_false_and_none_once_all_are_admitted():
+    waiting = ActorAdmission(1, "h100", False, "1 of 3 replicas admitted, 2 waiting", None)
+    first = plan_admission_status(pooled(replicas=3), waiting, now=NOW)
+    still = plan_admission_status(
+        pooled(replicas=3, admitted=1, flavor="h100", conditions=first["conditions"]),
+        waiting,
+        now=LATER,
+    )
+    done = plan_admission_status(
+        pooled(replicas=3), ActorAdmission(3, "h100", False, None, None), now=LATER
+    )
+
+    assert pending_since(first) == pending_since(still) == NOW.timestamp()
+    assert pending_since(done) is None
+
+
+def test_a_status_that_says_what_the_actor_already_says_is_no_change():
+    admission = ActorAdmission(2, "h100", False, None, None)
+    status = plan_admission_status(pooled(replicas=2), admission, now=NOW)
+    actor = pooled(replicas=2, admitted=2, flavor="h100", conditions=status["conditions"])
+
+    assert admission_changed(pooled(replicas=2), status)
+    assert not admission_changed(actor, plan_admission_status(actor, admission, now=LATER))
