@@ -32,6 +32,7 @@ from asya_operator.resources import GROUP, VERSION
 from asya import Client
 from asya.envelope import END_LIMITS, decode_envelope
 from asya.transport.records import RecordKind
+from tests.operator.controller_world import condition_of
 from tests.operator.test_standin import (
     ACTORS,
     DEPLOYMENTS,
@@ -131,21 +132,19 @@ def admitted(count: int) -> Any:
     )
 
 
+async def until(cluster: Any, namespace: str, name: str, condition: Any, what: str) -> Any:
+    """The actor `name` once `condition` holds; on a timeout the failure shows every actor."""
+    try:
+        async with asyncio.timeout(WAIT_S):
+            return await cluster.wait_for(ACTORS, namespace, name, condition)
+    except TimeoutError:
+        pytest.fail(f"not within {WAIT_S} s: {what}; actors: {_standing(cluster, namespace)}")
+
+
 def preempted_by(preemptor: str) -> Any:
     def check(actor: dict[str, Any] | None) -> bool:
-        return condition("Preempted", "True")(actor) and preemptor in _message(
-            actor or {}, "Preempted"
-        )
-
-    return check
-
-
-def condition(kind: str, status: str) -> Any:
-    def check(actor: dict[str, Any] | None) -> bool:
-        for found in ((actor or {}).get("status") or {}).get("conditions") or ():
-            if found["type"] == kind:
-                return bool(found["status"] == status)
-        return False
+        preempted = condition_of(actor or {}, "Preempted")
+        return preempted.get("status") == "True" and preemptor in preempted.get("message", "")
 
     return check
 
@@ -206,17 +205,16 @@ async def test_two_teams_borrow_reclaim_and_preempt_gpus_and_every_envelope_is_s
     try:
         # 1. team-b idle: team-a's actor borrows its GPU.
         sent = {await client.send([TEAM_A], {"n": n}) for n in range(30)}
-        held = await wait_for(cluster, ACTORS, namespace, TEAM_A, admitted(2), "team-a borrows")
-        reserved = condition("QuotaReserved", "True")
-        assert reserved(held)
-        assert "borrowing" in _message(held, "QuotaReserved")
+        held = await until(cluster, namespace, TEAM_A, admitted(2), "team-a borrows")
+        reserved = condition_of(held, "QuotaReserved")
+        assert reserved["status"] == "True"
+        assert "borrowing" in reserved["message"]
 
         # 2. team-b wakes: it reclaims its GPU from team-a.
         sent |= {await client.send([TEAM_B], {"n": n}) for n in range(12)}
-        await wait_for(cluster, ACTORS, namespace, TEAM_B, admitted(1), "team-b reclaims")
-        reclaimed = await wait_for(
+        await until(cluster, namespace, TEAM_B, admitted(1), "team-b reclaims")
+        reclaimed = await until(
             cluster,
-            ACTORS,
             namespace,
             TEAM_A,
             preempted_by(f"{namespace}/{TEAM_B}"),
@@ -228,10 +226,9 @@ async def test_two_teams_borrow_reclaim_and_preempt_gpus_and_every_envelope_is_s
         # first, so that it still has work and a replica when the urgent envelopes come).
         sent |= {await client.send([TEAM_A], {"n": n}) for n in range(30, 50)}
         sent |= {await client.send([URGENT], {"n": n}) for n in range(4)}
-        await wait_for(cluster, ACTORS, namespace, URGENT, admitted(1), "urgent admitted")
-        preempted = await wait_for(
+        await until(cluster, namespace, URGENT, admitted(1), "urgent admitted")
+        preempted = await until(
             cluster,
-            ACTORS,
             namespace,
             TEAM_A,
             preempted_by(f"{namespace}/{URGENT}"),
@@ -257,21 +254,15 @@ async def test_two_teams_borrow_reclaim_and_preempt_gpus_and_every_envelope_is_s
         with contextlib.suppress(asyncio.CancelledError):
             await sampling
 
-    assert sampler.most_held <= GPUS, f"{sampler.most_held} GPUs held, the cohort has {GPUS}"
-    assert sampler.most_desired > GPUS, "KEDA never asked for more than the quota"
-    assert {0, 1, 2} <= sampler.seen[TEAM_A]
+    seen = f"held at most {sampler.most_held}, desired at most {sampler.most_desired}"
+    assert sampler.most_held <= GPUS, f"{seen}: the cohort has {GPUS} GPUs"
+    assert sampler.most_desired > GPUS, f"{seen}: KEDA never asked for more than the quota"
+    assert {0, 1, 2} <= sampler.seen[TEAM_A], sampler.seen
     for name in (TEAM_A, TEAM_B, URGENT):
         deployment = await wait_for(
             cluster, DEPLOYMENTS, namespace, name, lambda o: o is not None, f"{name}'s Deployment"
         )
         assert deployment["spec"]["replicas"] <= 2
-
-
-def _message(actor: dict[str, Any], kind: str) -> str:
-    for found in (actor.get("status") or {}).get("conditions") or ():
-        if found["type"] == kind:
-            return str(found.get("message", ""))
-    return ""
 
 
 def _standing(cluster: Any, namespace: str) -> dict[str, Any]:
