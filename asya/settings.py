@@ -230,6 +230,41 @@ class TracingSettings(msgspec.Struct, frozen=True, kw_only=True):
         return tuple(dict.fromkeys(name for name in names if name != "none"))
 
 
+class GangSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """A gang member's place in its ActorGroup instance, set by the operator on each member pod
+    (`asya.gang.membership` reads it for handlers). All unset outside a group."""
+
+    group: Annotated[
+        str | None, msgspec.Meta(description="the ActorGroup this pod is a member of")
+    ] = None
+    group_instance: Annotated[
+        Annotated[int, msgspec.Meta(ge=0)] | None,
+        msgspec.Meta(description="the gang instance (from 0)"),
+    ] = None
+    group_member: Annotated[str | None, msgspec.Meta(description="the member this pod runs")] = None
+    group_member_index: Annotated[
+        Annotated[int, msgspec.Meta(ge=0)] | None,
+        msgspec.Meta(description="this pod's index among the member's pods (from 0)"),
+    ] = None
+    group_rank_offset: Annotated[
+        Annotated[int, msgspec.Meta(ge=0)] | None,
+        msgspec.Meta(
+            description="the rank of the member's first pod: the pods of the members before it"
+        ),
+    ] = None
+    group_size: Annotated[
+        Annotated[int, msgspec.Meta(ge=1)] | None,
+        msgspec.Meta(description="pods in the instance, every member's"),
+    ] = None
+    group_leader: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="DNS name of the instance's rank-0 pod (the first member's first), to"
+            " rendezvous at"
+        ),
+    ] = None
+
+
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     limits: Limits = Limits()
     transport: TransportSettings = TransportSettings()
@@ -237,6 +272,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     sidecar: SidecarSettings = SidecarSettings()
     process: ProcessSettings = ProcessSettings()
     tracing: TracingSettings = TracingSettings()
+    gang: GangSettings = GangSettings()
 
 
 def env_var(field_name: str) -> str:
@@ -295,6 +331,7 @@ _GROUPS: dict[str, type[msgspec.Struct]] = {
     "runtime": RuntimeSettings,
     "sidecar": SidecarSettings,
     "process": ProcessSettings,
+    "gang": GangSettings,
 }
 
 
