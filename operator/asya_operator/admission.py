@@ -1,38 +1,43 @@
-"""How many replicas of each elastic AsyncActor its pool admits: KEDA proposes, admission disposes.
+"""What a pool's quota admits now: each elastic AsyncActor's replicas and each ActorGroup's gang
+instances. KEDA proposes, admission disposes.
 
-Pure: CRs and the actors' current standing in, one decision per actor out; no kopf, no I/O.
-The controller reads the cluster, calls `admit_actors`, sets each Deployment to the admitted
-count and records it in the actor's status (the next pass reads it back as `admitted`).
+Pure: CRs and the workloads' current standing in, one decision per actor and per gang instance
+out; no kopf, no I/O. The controller reads the cluster, calls `admit`, sets each Deployment and
+StatefulSet to what was admitted and records it in the status (the next pass reads it back).
 
-The model. Each replica of an AsyncActor with `spec.pool` is one workload of one pod (pod set
-`replica`, count 1, the actor's per-replica cpu, memory and nvidia.com/gpu), at the actor's
-priority. Replica-by-replica rather than one elastic workload because that is what the engine
-can preempt and release one at a time: a higher-priority actor takes exactly the replicas it
-needs, a scale-down gives back exactly the replicas that went, and replicas that hold quota are
-never reshuffled to admit a newer actor's. Ages: an older actor's replicas are older than a
-newer actor's, and within an actor a lower index is older, so the engine keeps the low indexes
-and evicts the high ones first.
-- Replicas `i < min(admitted, desired)` already hold quota (in `admitted_flavor`); replicas at
-  or beyond `desired` do not exist, so their quota is released at once.
-- A Deployment has one node selector, so every replica of an actor is restricted to one flavor:
-  the actor's `flavor` if it names one; else the flavor it holds quota in; else the first of
-  the pool's flavors with quota for everything it requests. Quota held in a flavor the pool no
-  longer has, or other than the one the actor now names, is given up: the Deployment rolls to
-  the new flavor and its replicas are admitted there afresh.
-- The engine runs until nothing changes; an actor's admitted count is its replica workloads
-  holding quota at the end (preempted ones no longer count), prefix or not.
-- An actor that requests nothing is admitted in full, as Kueue admits a workload with no
-  requests, provided its pool exists, selects its namespace and has at least one flavor.
-- A pool that does not exist or does not select the actor's namespace, or requests the engine
-  cannot read, admit nothing for that actor and leave the others alone. Should the scenario as
-  a whole be refused (a cohort loop), no actor grows and none loses what it holds: every actor
-  keeps min(admitted, desired), with the engine's reason as its message.
+The model. Both kinds become workloads of one `asya.admission` scenario, so one engine run
+weighs them against each other (priority, age, borrowing, preemption):
+- Each replica of an AsyncActor with `spec.pool` is one workload of one pod (pod set `replica`,
+  count 1, the actor's per-replica cpu, memory and nvidia.com/gpu), at the actor's priority.
+  Replica by replica because that is what the engine can preempt and release one at a time: a
+  higher-priority actor takes exactly the replicas it needs, a scale-down gives back exactly
+  the replicas that went, and replicas that hold quota are never reshuffled. Within an actor a
+  lower index is older, so the engine keeps the low indexes and evicts the high ones first.
+  Replicas `i < min(admitted, desired)` already hold quota (in `admitted_flavor`); replicas at
+  or beyond `desired` do not exist, so their quota is released at once. A Deployment has one
+  node selector, so every replica of an actor is restricted to one flavor: the one the actor
+  names; else the one it holds quota in; else the first of the pool's flavors with quota for
+  everything it requests. Quota held in a flavor the pool no longer has, or other than the one
+  the actor now names, is given up.
+- Each gang instance of an ActorGroup with `spec.pool` is one workload with one pod set per
+  member (its replicas, or down to its minReplicas), admitted whole or not at all. The caller
+  says which instances ask for quota (`pending`) and which hold it (`held`, with each member's
+  flavor and count): an instance backing off after an eviction is in neither. A held instance
+  whose quota no longer fits its CR (a flavor the pool lost, a member renamed or re-flavored)
+  gives it up and asks again. Lower instance indexes are older.
+- Age across workloads: the caller's `age` (creation order) first, then the index.
+- The engine runs until nothing changes; what holds quota at the end is admitted.
+- A workload that requests nothing is admitted in full, as Kueue admits one, provided its pool
+  exists, selects its namespace and has a flavor. A pool that does not exist or does not select
+  the namespace, or requests the engine cannot read, admit nothing for that actor or group and
+  leave the others alone. Should the scenario as a whole be refused (a cohort loop), nothing
+  grows and nothing held is lost: the engine's reason is every waiting workload's message.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from asya.admission.model import load_scenario
@@ -40,14 +45,15 @@ from asya.admission.quantity import parse_quantity
 from asya.admission.scheduler import SimulationResult, simulate
 from asya.errors import AdmissionError
 from asya_operator import scenario
+from asya_operator.groups import MemberHold
 from asya_operator.pools import Cohort, ResourcePool
 from asya_operator.resources import ActorResources
 
 ActorKey = tuple[str, str]
 """(namespace, name) of an AsyncActor."""
 
-_Replica = tuple[ActorKey, int]
-"""An actor and the index of one of its replicas."""
+GroupKey = tuple[str, str]
+"""(namespace, name) of an ActorGroup."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +79,36 @@ class PooledActor:
 
 
 @dataclasses.dataclass(frozen=True)
+class PooledMember:
+    """One member of a pooled ActorGroup, as one pod set of each instance."""
+
+    name: str
+    replicas: int
+    min_replicas: int | None
+    resources: ActorResources
+    """Per replica."""
+    flavor: str | None
+    """The flavor the member's template names, if any."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PooledGroup:
+    """An ActorGroup with `spec.pool`, as the controller sees it at the start of a pass."""
+
+    namespace: str
+    name: str
+    pool: str
+    priority: int
+    age: int
+    """Smaller is older (creation order, shared with the actors')."""
+    members: tuple[PooledMember, ...]
+    pending: tuple[int, ...]
+    """Instances asking for quota."""
+    held: Mapping[int, Mapping[str, MemberHold]]
+    """Instances holding quota: member name -> (flavor, replicas)."""
+
+
+@dataclasses.dataclass(frozen=True)
 class ActorAdmission:
     """What one pass decided for one actor."""
 
@@ -85,57 +121,111 @@ class ActorAdmission:
     message: str | None
     """Why not all desired replicas are admitted, in words; None when all are."""
     preempted_by: str | None
-    """`namespace/name` of the actor that took quota from this one in this pass, if any."""
+    """The workload that took quota from this one in this pass, if any (`namespace/name` for
+    an actor, `namespace/name[i]` for a gang instance)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceAdmission:
+    """What one pass decided for one gang instance."""
+
+    members: Mapping[str, MemberHold] | None
+    """Each member's flavor and replicas while the instance holds quota; None: it does not."""
+    borrowing: bool = False
+    """Some of its quota is borrowed from the cohort."""
+    message: str | None = None
+    """Why it waits, in words; None when admitted."""
+    preempted_by: str | None = None
+    """The workload that took its quota in this pass, if any."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Decisions:
+    """One pass's decisions: for every actor given, and every instance of every group given
+    (pending or held)."""
+
+    actors: dict[ActorKey, ActorAdmission]
+    groups: dict[GroupKey, dict[int, InstanceAdmission]]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Origin:
+    """The actor replica or gang instance a workload of the scenario stands for."""
+
+    key: tuple[str, str]
+    index: int
+    is_group: bool
+
+    @property
+    def label(self) -> str:
+        namespace, name = self.key
+        return f"{namespace}/{name}[{self.index}]" if self.is_group else f"{namespace}/{name}"
 
 
 _NOTHING: Final = ActorAdmission(0, None, False, None, None)
 
 
-def admit_actors(
+def admit(
     pools: Sequence[ResourcePool],
     cohorts: Sequence[Cohort],
     namespace_labels: Mapping[str, Mapping[str, str]],
     actors: Sequence[PooledActor],
-) -> dict[ActorKey, ActorAdmission]:
-    """One admission pass over every pooled actor: how many replicas each may run now.
+    groups: Sequence[PooledGroup] = (),
+) -> Decisions:
+    """One admission pass over every pooled actor and group: what each may run now.
 
     `namespace_labels` maps a namespace to its labels (its name label is added here). Keyed by
-    (namespace, name), one entry per actor given, in the order given.
+    (namespace, name), one entry per actor and group given, in the order given.
     """
     by_name = {p.metadata["name"]: p for p in pools}
-    decided: dict[ActorKey, ActorAdmission] = {}
-    gated: list[tuple[PooledActor, ResourcePool]] = []
+    decided = Decisions(actors={}, groups={})
+    gated_actors: list[tuple[PooledActor, ResourcePool]] = []
+    gated_groups: list[tuple[PooledGroup, ResourcePool]] = []
     for actor in actors:
         pool = by_name.get(actor.pool)
-        refusal = _refusal(actor, pool, namespace_labels)
+        refusal = _refusal(actor.namespace, actor.pool, pool, namespace_labels, [actor.resources])
         if refusal is not None or pool is None:
-            decided[_key(actor)] = _refused(actor, refusal)
+            decided.actors[_key(actor)] = _refused(actor, refusal)
         else:
-            gated.append((actor, pool))
-    decided |= _run(pools, cohorts, namespace_labels, gated)
-    return {_key(actor): decided[_key(actor)] for actor in actors}
+            gated_actors.append((actor, pool))
+    for group in groups:
+        pool = by_name.get(group.pool)
+        requests = [m.resources for m in group.members]
+        refusal = _refusal(group.namespace, group.pool, pool, namespace_labels, requests)
+        if refusal is not None or pool is None:
+            decided.groups[_key(group)] = _instances_refused(group, refusal)
+        else:
+            gated_groups.append((group, pool))
+    ran = _run(pools, cohorts, namespace_labels, gated_actors, gated_groups)
+    return Decisions(
+        actors={_key(a): (decided.actors | ran.actors)[_key(a)] for a in actors},
+        groups={_key(g): (decided.groups | ran.groups)[_key(g)] for g in groups},
+    )
 
 
-def _key(actor: PooledActor) -> ActorKey:
-    return actor.namespace, actor.name
+def _key(workload: PooledActor | PooledGroup) -> tuple[str, str]:
+    return workload.namespace, workload.name
 
 
 def _refusal(
-    actor: PooledActor,
+    namespace: str,
+    pool_name: str,
     pool: ResourcePool | None,
     labels: Mapping[str, Mapping[str, str]],
+    requests: Iterable[ActorResources],
 ) -> str | None:
-    """Why no replica of `actor` can be admitted whatever the quota, if that is so."""
+    """Why nothing of a workload can be admitted whatever the quota, if that is so."""
     if pool is None:
-        return f"pool {actor.pool} does not exist (no ResourcePool of that name)"
-    if not scenario.pool_selects(pool, _labels(actor.namespace, labels)):
+        return f"pool {pool_name} does not exist (no ResourcePool of that name)"
+    if not scenario.pool_selects(pool, _labels(namespace, labels)):
         return (
-            f"pool {actor.pool} does not admit namespace {actor.namespace}"
+            f"pool {pool_name} does not admit namespace {namespace}"
             " (its namespaceSelector does not select it)"
         )
     try:
-        for value in scenario.requests_document(actor.resources).values():
-            parse_quantity(value)
+        for resources in requests:
+            for value in scenario.requests_document(resources).values():
+                parse_quantity(value)
     except AdmissionError as exc:
         return f"resources: {exc}"
     return None
@@ -149,15 +239,36 @@ def _refused(actor: PooledActor, reason: str | None) -> ActorAdmission:
     )
 
 
+def _instances_refused(group: PooledGroup, reason: str | None) -> dict[int, InstanceAdmission]:
+    """Nothing admitted, held quota included: every instance waits with the reason."""
+    return {i: InstanceAdmission(None, message=reason) for i in _instances(group)}
+
+
+def _instances(group: PooledGroup) -> list[int]:
+    return sorted(set(group.pending) | set(group.held))
+
+
 def _run(
     pools: Sequence[ResourcePool],
     cohorts: Sequence[Cohort],
     labels: Mapping[str, Mapping[str, str]],
-    gated: Sequence[tuple[PooledActor, ResourcePool]],
-) -> dict[ActorKey, ActorAdmission]:
-    namespaces = {ns: _labels(ns, labels) for ns in sorted({a.namespace for a, _ in gated})}
-    replicas: dict[str, _Replica] = {}
-    workloads = _workloads(gated, replicas)
+    actors: Sequence[tuple[PooledActor, ResourcePool]],
+    groups: Sequence[tuple[PooledGroup, ResourcePool]],
+) -> Decisions:
+    spaces = {a.namespace for a, _ in actors} | {g.namespace for g, _ in groups}
+    namespaces = {ns: _labels(ns, labels) for ns in sorted(spaces)}
+    origins: dict[str, _Origin] = {}
+    ordered: list[tuple[int, int, str, dict[str, Any]]] = []
+    for actor, pool in actors:
+        for index, workload in enumerate(_actor_workloads(actor, pool)):
+            origins[workload["name"]] = _Origin(_key(actor), index, is_group=False)
+            ordered.append((actor.age, index, workload["name"], workload))
+    for group, pool in groups:
+        for index, workload in _group_workloads(group, pool):
+            origins[workload["name"]] = _Origin(_key(group), index, is_group=True)
+            ordered.append((group.age, index, workload["name"], workload))
+    ordered.sort(key=lambda item: item[:3])
+    workloads = [dict(w, created=n) for n, (*_, w) in enumerate(ordered)]
     document = {
         "cohorts": [scenario.cohort_document(c) for c in cohorts],
         "pools": [scenario.pool_document(p, namespaces) for p in pools],
@@ -166,21 +277,39 @@ def _run(
     try:
         loaded = load_scenario(document)
     except AdmissionError as exc:
-        return {_key(a): _held_only(a, _holds(a, p), str(exc)) for a, p in gated}
-    return _read(simulate(loaded), [a for a, _ in gated], replicas)
+        return _held_only(actors, groups, str(exc))
+    return _read(simulate(loaded), actors, groups, origins)
 
 
 def _labels(namespace: str, labels: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
     return scenario.namespace_labels(namespace, labels.get(namespace, {}))
 
 
-def _held_only(actor: PooledActor, holds: bool, reason: str) -> ActorAdmission:
+def _held_only(
+    actors: Sequence[tuple[PooledActor, ResourcePool]],
+    groups: Sequence[tuple[PooledGroup, ResourcePool]],
+    reason: str,
+) -> Decisions:
     """Admission could not run: keep what is held, admit nothing more."""
-    kept = min(actor.admitted, actor.desired) if holds else 0
-    message = None
-    if kept < actor.desired:
-        message = f"{kept} of {actor.desired} replicas admitted: admission cannot run: {reason}"
-    return ActorAdmission(kept, actor.admitted_flavor if kept else None, False, message, None)
+    why = f"admission cannot run: {reason}"
+    decided = Decisions(actors={}, groups={})
+    for actor, pool in actors:
+        kept = min(actor.admitted, actor.desired) if _holds(actor, pool) else 0
+        message = None
+        if kept < actor.desired:
+            message = f"{kept} of {actor.desired} replicas admitted: {why}"
+        flavor = actor.admitted_flavor if kept else None
+        decided.actors[_key(actor)] = ActorAdmission(kept, flavor, False, message, None)
+    for group, pool in groups:
+        held = _held_instances(group, pool)
+        decided.groups[_key(group)] = {
+            i: InstanceAdmission(held[i]) if i in held else InstanceAdmission(None, message=why)
+            for i in _instances(group)
+        }
+    return decided
+
+
+# --- actors ------------------------------------------------------------------------------
 
 
 def _holds(actor: PooledActor, pool: ResourcePool) -> bool:
@@ -212,89 +341,161 @@ def _flavor(actor: PooledActor, pool: ResourcePool) -> str | None:
     return None
 
 
-def _workloads(
-    gated: Sequence[tuple[PooledActor, ResourcePool]], replicas: dict[str, _Replica]
-) -> list[dict[str, Any]]:
-    """One workload per replica, older actors' first; fills `replicas` (workload -> replica)."""
-    workloads: list[dict[str, Any]] = []
-    for actor, pool in sorted(gated, key=lambda g: (g[0].age, g[0].namespace, g[0].name)):
-        flavor = _flavor(actor, pool)
-        held = min(actor.admitted, actor.desired) if _holds(actor, pool) else 0
-        pod_set: dict[str, Any] = {
-            "name": scenario.ACTOR_POD_SET,
-            "count": 1,
-            "requests": scenario.requests_document(actor.resources),
-        }
-        if flavor is not None:
-            pod_set["flavors"] = [flavor]
-        for index in range(max(0, actor.desired)):
-            name = f"{actor.namespace}/{actor.name}#{index}"
-            replicas[name] = (_key(actor), index)
-            workload = {
-                "name": name,
-                "pool": actor.pool,
-                "namespace": actor.namespace,
-                "priority": actor.priority,
-                "created": len(workloads),
-                "podSets": [pod_set],
-            }
-            if index < held:
-                workload["admitted"] = [
-                    {"podSet": scenario.ACTOR_POD_SET, "flavor": flavor, "count": 1}
-                ]
-            workloads.append(workload)
+def _actor_workloads(actor: PooledActor, pool: ResourcePool) -> list[dict[str, Any]]:
+    """One workload per desired replica, the held ones marked admitted."""
+    flavor = _flavor(actor, pool)
+    held = min(actor.admitted, actor.desired) if _holds(actor, pool) else 0
+    pod_set: dict[str, Any] = {
+        "name": scenario.ACTOR_POD_SET,
+        "count": 1,
+        "requests": scenario.requests_document(actor.resources),
+    }
+    if flavor is not None:
+        pod_set["flavors"] = [flavor]
+    workloads = []
+    for index in range(max(0, actor.desired)):
+        workload = _workload(f"{actor.namespace}/{actor.name}#{index}", actor, [pod_set])
+        if index < held:
+            workload["admitted"] = [
+                {"podSet": scenario.ACTOR_POD_SET, "flavor": flavor, "count": 1}
+            ]
+        workloads.append(workload)
     return workloads
 
 
+def _workload(
+    name: str, owner: PooledActor | PooledGroup, pod_sets: list[dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "pool": owner.pool,
+        "namespace": owner.namespace,
+        "priority": owner.priority,
+        "podSets": pod_sets,
+    }
+
+
+# --- groups ------------------------------------------------------------------------------
+
+
+def _held_instances(group: PooledGroup, pool: ResourcePool) -> dict[int, dict[str, MemberHold]]:
+    """The held instances whose quota still counts: every member held, each in a flavor the
+    pool has and its template allows, within its replica bounds."""
+    flavors = set(_flavors(pool))
+    kept = {}
+    for instance, held in group.held.items():
+        if set(held) != {m.name for m in group.members}:
+            continue
+        if all(_member_holds(m, held[m.name], flavors) for m in group.members):
+            kept[instance] = {m.name: held[m.name] for m in group.members}
+    return kept
+
+
+def _member_holds(member: PooledMember, held: MemberHold, flavors: set[str]) -> bool:
+    flavor, count = held
+    least = member.replicas if member.min_replicas is None else member.min_replicas
+    allowed = flavor is not None and flavor in flavors and member.flavor in (None, flavor)
+    return allowed and least <= count <= member.replicas
+
+
+def _group_workloads(group: PooledGroup, pool: ResourcePool) -> list[tuple[int, dict[str, Any]]]:
+    """One workload per instance asking for or holding quota, the held ones marked admitted."""
+    held = _held_instances(group, pool)
+    pod_sets = [_member_pod_set(m) for m in group.members]
+    workloads = []
+    for instance in _instances(group):
+        name = scenario.workload_name(group.namespace, group.name, instance)
+        workload = _workload(name, group, pod_sets)
+        if instance in held:
+            workload["admitted"] = [
+                {"podSet": member, "flavor": flavor, "count": count}
+                for member, (flavor, count) in held[instance].items()
+            ]
+        workloads.append((instance, workload))
+    return workloads
+
+
+def _member_pod_set(member: PooledMember) -> dict[str, Any]:
+    pod_set: dict[str, Any] = {
+        "name": member.name,
+        "count": member.replicas,
+        "requests": scenario.requests_document(member.resources),
+    }
+    if member.min_replicas is not None:
+        pod_set["minCount"] = member.min_replicas
+    if member.flavor is not None:
+        pod_set["flavors"] = [member.flavor]
+    return pod_set
+
+
+# --- reading the engine's end state --------------------------------------------------------
+
+
 def _read(
-    result: SimulationResult, actors: Sequence[PooledActor], replicas: Mapping[str, _Replica]
-) -> dict[ActorKey, ActorAdmission]:
-    """Each actor's decision from the engine's end state."""
-    admitted: dict[ActorKey, list[int]] = {_key(a): [] for a in actors}
-    flavor: dict[ActorKey, str] = {}
-    borrowing: set[ActorKey] = set()
-    for held in result.admitted:
-        key, index = replicas[held.workload]
-        admitted[key].append(index)
-        flavor.setdefault(key, held.pod_sets[0][1])
-        if held.borrowing:
-            borrowing.add(key)
-    preempted_by = _preemptors(result, replicas, admitted)
+    result: SimulationResult,
+    actors: Sequence[tuple[PooledActor, ResourcePool]],
+    groups: Sequence[tuple[PooledGroup, ResourcePool]],
+    origins: Mapping[str, _Origin],
+) -> Decisions:
+    """Each actor's and instance's decision from the engine's end state."""
+    admitted = {result_held.workload: result_held for result_held in result.admitted}
     pending = {p.workload: p.message for p in result.pending}
-    decided = {}
-    for actor in actors:
-        key = _key(actor)
-        count = len(admitted[key])
-        decided[key] = ActorAdmission(
-            admitted=count,
-            flavor=flavor.get(key),
-            borrowing=key in borrowing,
-            message=_message(actor, set(admitted[key]), pending),
-            preempted_by=preempted_by.get(key),
-        )
+    preempted_by = _preemptors(result, origins, admitted)
+    decided = Decisions(actors={}, groups={})
+    for actor, _pool in actors:
+        decided.actors[_key(actor)] = _actor_decision(actor, admitted, pending, preempted_by)
+    for group, _pool in groups:
+        instances = {}
+        for instance in _instances(group):
+            name = scenario.workload_name(group.namespace, group.name, instance)
+            held = admitted.get(name)
+            if held is None:
+                instances[instance] = InstanceAdmission(
+                    None, message=pending[name], preempted_by=preempted_by.get(name)
+                )
+            else:
+                members = {member: (flavor, count) for member, flavor, count in held.pod_sets}
+                instances[instance] = InstanceAdmission(members, borrowing=held.borrowing)
+        decided.groups[_key(group)] = instances
     return decided
 
 
+def _actor_decision(
+    actor: PooledActor,
+    admitted: Mapping[str, Any],
+    pending: Mapping[str, str],
+    preempted_by: Mapping[str, str],
+) -> ActorAdmission:
+    names = [f"{actor.namespace}/{actor.name}#{i}" for i in range(max(0, actor.desired))]
+    held = [admitted[n] for n in names if n in admitted]
+    waiting = [n for n in names if n not in admitted]
+    message = None
+    if waiting:
+        message = (
+            f"{len(held)} of {actor.desired} replicas admitted, {len(waiting)} waiting:"
+            f" {pending[waiting[0]]}"
+        )
+    return ActorAdmission(
+        admitted=len(held),
+        flavor=held[0].pod_sets[0][1] if held else None,
+        borrowing=any(h.borrowing for h in held),
+        message=message,
+        # The first preemptor of a replica the actor did not get back by the end of the pass.
+        preempted_by=next((preempted_by[n] for n in waiting if n in preempted_by), None),
+    )
+
+
 def _preemptors(
-    result: SimulationResult,
-    replicas: Mapping[str, _Replica],
-    admitted: Mapping[ActorKey, list[int]],
-) -> dict[ActorKey, str]:
-    """The first actor to take a replica this actor did not get back by the end of the pass."""
-    preempted_by: dict[ActorKey, str] = {}
+    result: SimulationResult, origins: Mapping[str, _Origin], admitted: Mapping[str, Any]
+) -> dict[str, str]:
+    """Workload -> who took its quota, for each preempted workload that did not get quota back
+    by the end of the pass and was not preempted by its own actor or group."""
+    preempted_by: dict[str, str] = {}
     for eviction in result.preempted:
-        key, index = replicas[eviction.workload]
-        by = replicas[eviction.preemptor][0]
-        if index in admitted[key] or key in preempted_by or by == key:
+        victim, by = origins[eviction.workload], origins[eviction.preemptor]
+        if eviction.workload in admitted or eviction.workload in preempted_by:
             continue
-        preempted_by[key] = f"{by[0]}/{by[1]}"
+        if by.key == victim.key and by.is_group == victim.is_group:
+            continue
+        preempted_by[eviction.workload] = by.label
     return preempted_by
-
-
-def _message(actor: PooledActor, admitted: set[int], pending: Mapping[str, str]) -> str | None:
-    """How many wait, and the engine's reason for the first that does; None when none does."""
-    waiting = [i for i in range(actor.desired) if i not in admitted]
-    if not waiting:
-        return None
-    reason = pending[f"{actor.namespace}/{actor.name}#{waiting[0]}"]
-    return f"{len(admitted)} of {actor.desired} replicas admitted, {len(waiting)} waiting: {reason}"

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import os
+import secrets
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import kubernetes
@@ -23,6 +26,9 @@ import msgspec
 from kubernetes.client import ApiException, CoreV1Api, CustomObjectsApi
 
 from asya_operator.deployment import placement_flavor
+from asya_operator.group_objects import GROUP_LABEL, INSTANCE_LABEL, MEMBER_LABEL
+from asya_operator.groups import ActorGroup
+from asya_operator.metadata import GROUP_COMPONENT, MANAGED_BY, Owner
 from asya_operator.pools import Cohort, ResourcePool
 from asya_operator.resources import GROUP, VERSION, AsyncActor, ResourceFlavor
 
@@ -33,6 +39,7 @@ ACTORS_PLURAL: Final = "asyncactors"
 FLAVORS_PLURAL: Final = "resourceflavors"
 POOLS_PLURAL: Final = "resourcepools"
 COHORTS_PLURAL: Final = "cohorts"
+GROUPS_PLURAL: Final = "actorgroups"
 
 _APPLY: Final = "application/apply-patch+yaml"  # a JSON body is YAML too
 _MERGE: Final = "application/merge-patch+json"
@@ -40,7 +47,9 @@ _PLURALS: Final = {
     "Deployment": "deployments",
     "ScaledObject": "scaledobjects",
     "TriggerAuthentication": "triggerauthentications",
+    "StatefulSet": "statefulsets",
 }
+_GROUP_OBJECTS: Final = f"app.kubernetes.io/component={GROUP_COMPONENT}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,20 +62,45 @@ class World:
     """The ResourceFlavor the actor names (None: it names none, or it is not found)."""
     actors: list[AsyncActor]
     """The namespace's AsyncActors that are not being deleted."""
+    groups: list[ActorGroup]
+    """The namespace's ActorGroups that are not being deleted."""
     deployment_status: dict[str, Any] | None
     """The actor's Deployment's `status` (None: no Deployment yet)."""
+
+    @property
+    def owners(self) -> list[Owner]:
+        """What owns the namespace's end actors: its AsyncActors and ActorGroups."""
+        return [*self.actors, *self.groups]
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberPods:
+    """One StatefulSet of a gang instance: one member's pods."""
+
+    name: str
+    instance: int
+    member: str
+    replicas: int
+    """Its spec.replicas."""
+    ready: int
+    """Its status.readyReplicas."""
 
 
 @dataclasses.dataclass(frozen=True)
 class AdmissionWorld:
-    """What admission decides over: every pool and cohort, and every actor with a pool."""
+    """What admission decides over: every pool and cohort, every actor with a pool, every
+    ActorGroup and what its instances run."""
 
     pools: list[ResourcePool]
     cohorts: list[Cohort]
     actors: list[tuple[str, AsyncActor]]
     """(namespace, actor) for each AsyncActor with a pool that is not being deleted."""
+    groups: list[tuple[str, ActorGroup]]
+    """(namespace, group) for each ActorGroup that is not being deleted."""
+    group_pods: dict[tuple[str, str], list[MemberPods]]
+    """(namespace, group) -> the StatefulSets the operator made for it."""
     namespace_labels: dict[str, dict[str, str]]
-    """The labels of those actors' namespaces ({} for one that cannot be read)."""
+    """The labels of those actors' and groups' namespaces ({} for one that cannot be read)."""
 
 
 def load_client_config() -> None:
@@ -109,22 +143,17 @@ def read_secret(
     return {key: base64.b64decode(value).decode() for key, value in data.items()}
 
 
-def read_world(api: kubernetes.client.ApiClient, actor: AsyncActor, namespace: str) -> World:
-    """What `actor` (in `namespace`) needs, as the cluster holds it now."""
+def read_world(api: kubernetes.client.ApiClient, actor: Owner, namespace: str) -> World:
+    """What `actor` (an AsyncActor or ActorGroup in `namespace`) needs, as the cluster holds it
+    now (an ActorGroup has no flavor of its own, and no Deployment)."""
     custom = CustomObjectsApi(api)
-    wanted = placement_flavor(actor)
+    wanted = placement_flavor(actor) if isinstance(actor, AsyncActor) else None
     flavor = None
     if wanted is not None:
         found = _get(custom.get_cluster_custom_object, GROUP, VERSION, FLAVORS_PLURAL, wanted)
         flavor = None if found is None else msgspec.convert(found, ResourceFlavor)
-    listed: dict[str, Any] = custom.list_namespaced_custom_object(  # type: ignore[assignment]
-        GROUP, VERSION, namespace, ACTORS_PLURAL
-    )
-    actors = [
-        msgspec.convert(item, AsyncActor)
-        for item in listed.get("items", ())
-        if not item.get("metadata", {}).get("deletionTimestamp")
-    ]
+    actors = [msgspec.convert(i, AsyncActor) for i in _live(custom, namespace, ACTORS_PLURAL)]
+    groups = [msgspec.convert(i, ActorGroup) for i in _live(custom, namespace, GROUPS_PLURAL)]
     name = actor.metadata["name"]
     deployment = _get(
         custom.get_namespaced_custom_object, "apps", "v1", namespace, "deployments", name
@@ -133,12 +162,26 @@ def read_world(api: kubernetes.client.ApiClient, actor: AsyncActor, namespace: s
         secret=read_secret(api, namespace, actor.spec.broker.secret_name),
         flavor=flavor,
         actors=actors,
+        groups=groups,
         deployment_status=None if deployment is None else deployment.get("status"),
     )
 
 
+def _live(custom: CustomObjectsApi, namespace: str, plural: str) -> list[dict[str, Any]]:
+    """The namespace's objects of ours of `plural` that are not being deleted."""
+    listed: dict[str, Any] = custom.list_namespaced_custom_object(  # type: ignore[assignment]
+        GROUP, VERSION, namespace, plural
+    )
+    return [
+        i for i in listed.get("items", ()) if not i.get("metadata", {}).get("deletionTimestamp")
+    ]
+
+
 def apply_object(api: kubernetes.client.ApiClient, body: dict[str, Any]) -> dict[str, Any]:
-    """Create or update `body` (a Deployment or a KEDA object) as planned; the stored object."""
+    """Create or update `body` (a Deployment, StatefulSet, Service or KEDA object) as planned;
+    the stored object."""
+    if body["kind"] == "Service":
+        return _apply_service(api, body)
     custom = CustomObjectsApi(api)
     group, version = _split(body["apiVersion"])
     plural = _PLURALS[body["kind"]]
@@ -162,6 +205,30 @@ def apply_object(api: kubernetes.client.ApiClient, body: dict[str, Any]) -> dict
             group, version, meta["namespace"], plural, body, field_manager=FIELD_MANAGER
         )
     return applied
+
+
+def _apply_service(api: kubernetes.client.ApiClient, body: dict[str, Any]) -> dict[str, Any]:
+    core = CoreV1Api(api)
+    meta = body["metadata"]
+    try:
+        applied = core.patch_namespaced_service(
+            meta["name"],
+            meta["namespace"],
+            body,
+            field_manager=FIELD_MANAGER,
+            force=True,
+            _content_type=_APPLY,
+        )
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        applied = core.create_namespaced_service(
+            meta["namespace"],
+            body,  # type: ignore[arg-type]  # the client takes a plain dict as a body too
+            field_manager=FIELD_MANAGER,
+        )
+    stored: dict[str, Any] = api.sanitize_for_serialization(applied)  # type: ignore[no-untyped-call]
+    return stored
 
 
 def apply_objects(
@@ -204,26 +271,183 @@ def read_actor(api: kubernetes.client.ApiClient, namespace: str, name: str) -> A
 
 
 def read_admission_world(api: kubernetes.client.ApiClient) -> AdmissionWorld:
-    """Every ResourcePool and Cohort, and every AsyncActor with a pool, cluster-wide."""
+    """Every ResourcePool and Cohort, every AsyncActor with a pool and every ActorGroup (with
+    its StatefulSets), cluster-wide."""
     custom = CustomObjectsApi(api)
 
-    def listed(plural: str) -> list[dict[str, Any]]:
+    def listed(plural: str, group: str = GROUP, version: str = VERSION) -> list[dict[str, Any]]:
         found: dict[str, Any] = custom.list_cluster_custom_object(  # type: ignore[assignment]
-            GROUP, VERSION, plural
+            group, version, plural
         )
-        return list(found.get("items", ()))
+        return [
+            item for item in found.get("items", ()) if not item["metadata"].get("deletionTimestamp")
+        ]
 
     actors = [
         (str(item["metadata"]["namespace"]), msgspec.convert(item, AsyncActor))
         for item in listed(ACTORS_PLURAL)
-        if item.get("spec", {}).get("pool") and not item["metadata"].get("deletionTimestamp")
+        if item.get("spec", {}).get("pool")
     ]
+    groups = [
+        (str(item["metadata"]["namespace"]), msgspec.convert(item, ActorGroup))
+        for item in listed(GROUPS_PLURAL)
+    ]
+    spaces = {ns for ns, _ in actors} | {ns for ns, _ in groups}
     return AdmissionWorld(
         pools=[msgspec.convert(item, ResourcePool) for item in listed(POOLS_PLURAL)],
         cohorts=[msgspec.convert(item, Cohort) for item in listed(COHORTS_PLURAL)],
         actors=actors,
-        namespace_labels={ns: _namespace_labels(api, ns) for ns in {ns for ns, _ in actors}},
+        groups=groups,
+        group_pods=_group_pods(listed("statefulsets", "apps", "v1")),
+        namespace_labels={ns: _namespace_labels(api, ns) for ns in spaces},
     )
+
+
+def _ours(item: dict[str, Any]) -> bool:
+    # Label selectors are applied here too: the tests' stand-in API server ignores them.
+    labels = item["metadata"].get("labels") or {}
+    return (
+        labels.get("app.kubernetes.io/component") == GROUP_COMPONENT
+        and labels.get("app.kubernetes.io/managed-by") == MANAGED_BY
+        and GROUP_LABEL in labels
+        and INSTANCE_LABEL in labels
+    )
+
+
+def _group_pods(items: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[MemberPods]]:
+    found: dict[tuple[str, str], list[MemberPods]] = {}
+    for item in items:
+        if not _ours(item) or MEMBER_LABEL not in item["metadata"]["labels"]:
+            continue
+        meta, labels = item["metadata"], item["metadata"]["labels"]
+        key = (str(meta["namespace"]), str(labels[GROUP_LABEL]))
+        found.setdefault(key, []).append(
+            MemberPods(
+                name=str(meta["name"]),
+                instance=int(labels[INSTANCE_LABEL]),
+                member=str(labels[MEMBER_LABEL]),
+                replicas=int(item.get("spec", {}).get("replicas") or 0),
+                ready=int((item.get("status") or {}).get("readyReplicas") or 0),
+            )
+        )
+    return found
+
+
+def read_group_objects(
+    api: kubernetes.client.ApiClient, namespace: str, group: str
+) -> list[tuple[str, str, int]]:
+    """(kind, name, instance) of every StatefulSet and Service the operator made for `group`."""
+    custom, core = CustomObjectsApi(api), CoreV1Api(api)
+    sets: dict[str, Any] = custom.list_namespaced_custom_object(  # type: ignore[assignment]
+        "apps", "v1", namespace, "statefulsets", label_selector=_GROUP_OBJECTS
+    )
+    services = api.sanitize_for_serialization(  # type: ignore[no-untyped-call]
+        core.list_namespaced_service(namespace, label_selector=_GROUP_OBJECTS)
+    )
+    found = []
+    for kind, items in (("StatefulSet", sets.get("items", ())), ("Service", services["items"])):
+        for item in items:
+            labels = item["metadata"].get("labels") or {}
+            if _ours(item) and labels[GROUP_LABEL] == group:
+                found.append((kind, str(item["metadata"]["name"]), int(labels[INSTANCE_LABEL])))
+    return found
+
+
+def delete_object(api: kubernetes.client.ApiClient, kind: str, namespace: str, name: str) -> None:
+    """Delete a StatefulSet or Service the operator made (gone already: nothing to do). Its
+    pods stop gracefully: their sidecars drain, as on any scale-down."""
+    try:
+        if kind == "Service":
+            CoreV1Api(api).delete_namespaced_service(name, namespace)
+        else:
+            CustomObjectsApi(api).delete_namespaced_custom_object(
+                "apps", "v1", namespace, _PLURALS[kind], name
+            )
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+def read_group(api: kubernetes.client.ApiClient, namespace: str, name: str) -> ActorGroup | None:
+    """The ActorGroup `namespace/name` (None: no such group)."""
+    found = _get(
+        CustomObjectsApi(api).get_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        namespace,
+        GROUPS_PLURAL,
+        name,
+    )
+    return None if found is None else msgspec.convert(found, ActorGroup)
+
+
+def write_group_status(
+    api: kubernetes.client.ApiClient, namespace: str, name: str, status: dict[str, Any]
+) -> None:
+    """Replace the ActorGroup's status fields with `status` (lists as a whole)."""
+    try:
+        CustomObjectsApi(api).patch_namespaced_custom_object_status(
+            GROUP,
+            VERSION,
+            namespace,
+            GROUPS_PLURAL,
+            name,
+            {"status": status},
+            _content_type=_MERGE,
+        )
+    except ApiException as exc:
+        if exc.status != 404:  # deleted meanwhile: nothing to report on
+            raise
+
+
+def read_flavors(
+    api: kubernetes.client.ApiClient, names: Iterable[str]
+) -> dict[str, ResourceFlavor]:
+    """The ResourceFlavors of those `names` that exist."""
+    custom = CustomObjectsApi(api)
+    found = {}
+    for name in sorted(set(names)):
+        body = _get(custom.get_cluster_custom_object, GROUP, VERSION, FLAVORS_PLURAL, name)
+        if body is not None:
+            found[name] = msgspec.convert(body, ResourceFlavor)
+    return found
+
+
+def list_actor_names(api: kubernetes.client.ApiClient, namespace: str) -> set[str]:
+    """The names of the namespace's AsyncActors."""
+    listed: dict[str, Any] = CustomObjectsApi(api).list_namespaced_custom_object(  # type: ignore[assignment]
+        GROUP, VERSION, namespace, ACTORS_PLURAL
+    )
+    return {str(item["metadata"]["name"]) for item in listed.get("items", ())}
+
+
+def post_event(
+    api: kubernetes.client.ApiClient, owner: Owner, *, warning: bool, reason: str, message: str
+) -> None:
+    """A Kubernetes Event about `owner` (`kubectl describe` and `kubectl events` show it)."""
+    meta = owner.metadata
+    namespace = str(meta.get("namespace") or "default")
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    body = {
+        "metadata": {"name": f"{meta['name']}.{secrets.token_hex(8)}", "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": owner.api_version,
+            "kind": owner.kind,
+            "name": meta["name"],
+            "namespace": namespace,
+            "uid": meta.get("uid"),
+        },
+        "type": "Warning" if warning else "Normal",
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": FIELD_MANAGER},
+        "reportingComponent": FIELD_MANAGER,
+        "reportingInstance": os.uname().nodename,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+    CoreV1Api(api).create_namespaced_event(namespace, body)  # type: ignore[arg-type]
 
 
 def _namespace_labels(api: kubernetes.client.ApiClient, name: str) -> dict[str, str]:

@@ -29,9 +29,10 @@ from asya_operator.groups import (
     ActorGroupStatus,
     GroupCondition,
     GroupMember,
-    InstanceAdmission,
+    InstanceStatus,
     MemberAdmission,
     MemberTemplate,
+    Requeuing,
 )
 from asya_operator.pools import (
     BorrowPolicyOverCohort,
@@ -112,7 +113,8 @@ _MODEL: Final[dict[str, type[msgspec.Struct]]] = {
         GroupMember,
         MemberTemplate,
         GroupCondition,
-        InstanceAdmission,
+        InstanceStatus,
+        Requeuing,
         MemberAdmission,
     )
 }

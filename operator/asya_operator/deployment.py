@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import msgspec
 
@@ -27,13 +27,16 @@ from asya_operator.config import OperatorConfig
 from asya_operator.metadata import (
     ACTOR_COMPONENT,
     END_ACTOR_COMPONENT,
+    Owner,
     actor_name,
     object_meta,
     selector_labels,
 )
 from asya_operator.resources import (
     BROKER_AMQP_URL_KEY,
+    ActorResources,
     AsyncActor,
+    EnvVar,
     ResourceFlavor,
     Taint,
 )
@@ -81,7 +84,8 @@ def termination_grace_s(config: OperatorConfig) -> int:
     return config.grace_s + config.termination_margin_s
 
 
-def _env(name: str, value: str) -> dict[str, Any]:
+def env_entry(name: str, value: str) -> dict[str, Any]:
+    """A container's `env` item with a literal value."""
     return {"name": name, "value": value}
 
 
@@ -89,14 +93,15 @@ def _socket_dir(config: OperatorConfig) -> str:
     return config.socket_path.rsplit("/", 1)[0] or "/"
 
 
-def _sidecar_container(
+def sidecar_container(
     actor: str, namespace: str, secret_name: str, config: OperatorConfig, *, with_socket: bool
 ) -> dict[str, Any]:
+    """The sidecar container serving `actor` (with the runtime's socket unless an end actor)."""
     env = [
-        _env(env_var("actor"), actor),
-        _env(env_var("namespace"), namespace),
-        _env(env_var("health_port"), str(config.health_port)),
-        _env(env_var("grace_s"), str(config.grace_s)),
+        env_entry(env_var("actor"), actor),
+        env_entry(env_var("namespace"), namespace),
+        env_entry(env_var("health_port"), str(config.health_port)),
+        env_entry(env_var("grace_s"), str(config.grace_s)),
         {
             "name": env_var("broker_url"),
             "valueFrom": {"secretKeyRef": {"name": secret_name, "key": BROKER_AMQP_URL_KEY}},
@@ -127,13 +132,12 @@ def _sidecar_container(
         "securityContext": container_security_context(),
     }
     if with_socket:
-        env.insert(2, _env(env_var("socket_path"), config.socket_path))
+        env.insert(2, env_entry(env_var("socket_path"), config.socket_path))
         container["volumeMounts"] = [{"name": SOCKET_VOLUME, "mountPath": _socket_dir(config)}]
     return container
 
 
-def _runtime_resources(actor: AsyncActor) -> dict[str, Any]:
-    wanted = actor.spec.resources
+def _runtime_resources(wanted: ActorResources) -> dict[str, Any]:
     requests: dict[str, str] = {}
     limits: dict[str, str] = {}
     if wanted.cpu is not None:
@@ -178,16 +182,33 @@ def _set(value: object) -> Any:
     return {k: v for k, v in built.items() if v is not None} if isinstance(built, dict) else built
 
 
-def _runtime_container(actor: AsyncActor, config: OperatorConfig) -> dict[str, Any]:
-    spec = actor.spec
+class RuntimeTemplate(Protocol):
+    """What the runtime container is made from: an AsyncActor's spec, an ActorGroup member's
+    template."""
+
+    @property
+    def image(self) -> str: ...
+    @property
+    def handler(self) -> str: ...
+    @property
+    def env(self) -> list[EnvVar] | None: ...
+    @property
+    def env_from(self) -> list[dict[str, Any]] | None: ...
+    @property
+    def resources(self) -> ActorResources: ...
+
+
+def runtime_container(
+    spec: RuntimeTemplate, config: OperatorConfig, extra_env: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
+    """The runtime container (the user's image) of a pod serving `spec`'s handler; `extra_env`
+    are the operator's own variables beside the handler's, socket's and grace period's."""
     ours = [
-        _env(env_var("handler"), spec.handler),
-        _env(env_var("socket_path"), config.socket_path),
-        _env(env_var("grace_s"), str(config.grace_s)),
+        env_entry(env_var("handler"), spec.handler),
+        env_entry(env_var("socket_path"), config.socket_path),
+        env_entry(env_var("grace_s"), str(config.grace_s)),
+        *extra_env,
     ]
-    overrides = _execution_overrides(actor)
-    if overrides is not None:
-        ours.append(_env(env_var("actor_overrides"), overrides))
     reserved = {var["name"] for var in ours}
     # The user's variables first; a name the operator sets is the operator's.
     users = [
@@ -200,7 +221,7 @@ def _runtime_container(actor: AsyncActor, config: OperatorConfig) -> dict[str, A
         "image": spec.image,
         "command": list(RUNTIME_COMMAND),
         "env": users + ours,
-        "resources": _runtime_resources(actor),
+        "resources": _runtime_resources(spec.resources),
         "volumeMounts": [
             {"name": SOCKET_VOLUME, "mountPath": _socket_dir(config)},
             {"name": TMP_VOLUME, "mountPath": "/tmp"},
@@ -254,6 +275,37 @@ def placement(flavor: ResourceFlavor | None) -> dict[str, Any]:
     return found
 
 
+def pod_template(
+    labels: dict[str, str], pod_spec: dict[str, Any], config: OperatorConfig
+) -> dict[str, Any]:
+    """The pod template of an actor's pods: `pod_spec` with the security context, grace period
+    and metrics annotations every pod the operator makes has."""
+    return {
+        "metadata": {
+            "labels": dict(labels),
+            # The sidecar's /metrics, for Prometheus setups that scrape by annotation
+            # (the operator chart's PodMonitor selects the pods by label instead).
+            "annotations": {
+                "prometheus.io/scrape": "true",
+                "prometheus.io/port": str(config.health_port),
+                "prometheus.io/path": "/metrics",
+            },
+        },
+        "spec": {
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": pod_security_context(config),
+            "terminationGracePeriodSeconds": termination_grace_s(config),
+            **pod_spec,
+        },
+    }
+
+
+def actor_volumes() -> list[dict[str, Any]]:
+    """The pod's volumes: the runtime's socket directory, shared with the sidecar, and /tmp."""
+    return [{"name": SOCKET_VOLUME, "emptyDir": {}}, {"name": TMP_VOLUME, "emptyDir": {}}]
+
+
 def _deployment(
     meta: dict[str, Any],
     selector: dict[str, str],
@@ -268,25 +320,7 @@ def _deployment(
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": selector},
-            "template": {
-                "metadata": {
-                    "labels": dict(meta["labels"]),
-                    # The sidecar's /metrics, for Prometheus setups that scrape by annotation
-                    # (the operator chart's PodMonitor selects the pods by label instead).
-                    "annotations": {
-                        "prometheus.io/scrape": "true",
-                        "prometheus.io/port": str(config.health_port),
-                        "prometheus.io/path": "/metrics",
-                    },
-                },
-                "spec": {
-                    "automountServiceAccountToken": False,
-                    "enableServiceLinks": False,
-                    "securityContext": pod_security_context(config),
-                    "terminationGracePeriodSeconds": termination_grace_s(config),
-                    **pod_spec,
-                },
-            },
+            "template": pod_template(meta["labels"], pod_spec, config),
         },
     }
 
@@ -312,17 +346,16 @@ def plan_deployment(
         raise ValueError(f"actor {actor_name(actor)} names flavor {wanted!r}, given {given!r}")
     name = actor_name(actor)
     meta = object_meta(name, namespace, ACTOR_COMPONENT, [actor], controller=True)
+    overrides = _execution_overrides(actor)
+    extra = [] if overrides is None else [env_entry(env_var("actor_overrides"), overrides)]
     pod_spec = {
         "containers": [
-            _runtime_container(actor, config),
-            _sidecar_container(
+            runtime_container(actor.spec, config, extra),
+            sidecar_container(
                 name, namespace, actor.spec.broker.secret_name, config, with_socket=True
             ),
         ],
-        "volumes": [
-            {"name": SOCKET_VOLUME, "emptyDir": {}},
-            {"name": TMP_VOLUME, "emptyDir": {}},
-        ],
+        "volumes": actor_volumes(),
         **placement(flavor),
     }
     selector = selector_labels(name, ACTOR_COMPONENT)
@@ -330,12 +363,12 @@ def plan_deployment(
 
 
 def plan_end_actors(
-    namespace: str, actors: Sequence[AsyncActor], config: OperatorConfig
+    namespace: str, actors: Sequence[Owner], config: OperatorConfig
 ) -> list[dict[str, Any]]:
     """The Deployments of `namespace`'s `happy-end` and `error-end`: one sidecar each.
 
-    `actors` are the namespace's AsyncActors. The end actors exist while there is at least one
-    (none: an empty list) and each AsyncActor is one of their owners (not the controller):
+    `actors` are the namespace's AsyncActors and ActorGroups. The end actors exist while there
+    is at least one (none: an empty list) and each is one of their owners (not the controller):
     Kubernetes' garbage collector deletes an object only when its last owner is gone, so the
     end actors are created with a namespace's first actor and removed with its last, with no
     counting and no finalizer. They use the broker Secret the actors name.
@@ -346,7 +379,7 @@ def plan_end_actors(
     """
     if not actors:
         return []
-    owners = sorted(actors, key=actor_name)
+    owners = sorted(actors, key=lambda o: (o.kind, o.metadata["name"]))
     secrets = sorted({a.spec.broker.secret_name for a in owners})
     if len(secrets) > 1:
         raise ValueError(
@@ -359,7 +392,7 @@ def plan_end_actors(
         meta = object_meta(end, namespace, END_ACTOR_COMPONENT, owners, controller=False)
         pod_spec = {
             "containers": [
-                _sidecar_container(end, namespace, secret_name, config, with_socket=False)
+                sidecar_container(end, namespace, secret_name, config, with_socket=False)
             ]
         }
         selector = selector_labels(end, END_ACTOR_COMPONENT)

@@ -4,11 +4,14 @@ An ActorGroup is a gang: its members (actor templates with replica counts) are a
 together, whole, or not at all; `spec.replicas` is the number of gang instances, which KEDA
 may drive through the scale subresource. The member's template reuses the AsyncActor's
 sub-structs (resources, env, broker), and defaults are asya's (`ActorSpec`'s priority,
-`ReadinessPolicy`'s timeout), never retyped. `asya_operator.crds` builds the CRD from these
-Structs; `asya_operator.scenario` turns each instance into an admission workload.
+`ReadinessPolicy`'s timeout and backoff), never retyped. `asya_operator.crds` builds the CRD
+from these Structs; `asya_operator.scenario` turns each instance into an admission workload
+for `asya-operator plan`, and the controller (`asya_operator.group_controller`) runs them.
 
-The controller does not act on ActorGroups yet (it makes no pods for them): today they feed
-`asya-operator plan`'s offline admission what-if, and their descriptions say so.
+Each member is an actor named `{group}-{member}` (its queue `asya-{namespace}-{group}-{member}`,
+shared by every instance); each admitted instance runs one StatefulSet per member,
+`{group}-{member}-{instance}`, so member pods have a stable ordinal to rank by. The length
+limits below keep those names within what Kubernetes accepts.
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ from typing import Annotated, Any, ClassVar, Final
 import msgspec
 
 from asya.actor import ActorSpec
-from asya.admission.readiness import ReadinessPolicy
-from asya_operator.pools import NOT_YET_APPLIED, WRITTEN_BY_THE_OPERATOR
+from asya.admission.readiness import GangPhase, ReadinessPolicy
+from asya.envelope import ACTOR_NAME_PATTERN
 from asya_operator.resources import (
     GROUP,
     HANDLER_PATTERN,
@@ -28,6 +31,7 @@ from asya_operator.resources import (
     LIST_MAP_BY_TYPE,
     VERSION,
     ActorResources,
+    ActorScaling,
     BrokerRef,
     Condition,
     EnvVar,
@@ -45,6 +49,16 @@ MAX_MEMBERS: Final = 8
 
 MEMBER_NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 """A member's name: a DNS label, as it becomes part of its pods' names."""
+
+MAX_INSTANCES: Final = 999
+"""Most gang instances a group may have (an instance's index is part of object names)."""
+
+REACTIVATE_ANNOTATION: Final = "asya.sh/reactivate"
+"""Set (to any new value) on an ActorGroup to put its deactivated instances back in the queue."""
+
+MEMBER_ACTOR_NAME_MAX_LENGTH: Final = 48
+"""Longest `{group}-{member}`: its StatefulSet `{group}-{member}-{instance}` must stay within
+52 characters, the most a StatefulSet name may have for its pods' revision-hash label."""
 
 _ACTOR_SPEC_DEFAULTS: Final = {
     f.name: f.default for f in dataclasses.fields(ActorSpec) if f.default is not dataclasses.MISSING
@@ -78,6 +92,12 @@ class MemberTemplate(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     env: Annotated[
         Annotated[list[EnvVar], msgspec.Meta(extra_json_schema=LIST_MAP_BY_NAME)] | None,
         doc("Extra environment variables of the runtime container."),
+    ] = None
+    env_from: Annotated[
+        list[dict[str, Any]] | None,
+        doc(
+            "ConfigMaps and Secrets exposed as variables to the runtime container (EnvFromSource)."
+        ),
     ] = None
     resources: Annotated[ActorResources, doc("What one replica asks the cluster for.")] = (
         msgspec.field(default_factory=ActorResources)
@@ -114,6 +134,25 @@ class GroupMember(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     template: Annotated[MemberTemplate, doc("The actor each replica runs.")]
 
 
+class Requeuing(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """How an instance evicted for not becoming ready is requeued (Kueue's requeuingStrategy):
+    the n-th eviction waits `backoffBaseSeconds * 2^(n-1)`, at most `backoffMaxSeconds`."""
+
+    backoff_base_seconds: Annotated[
+        int, doc("Wait before the first requeue, in seconds.", ge=0)
+    ] = whole_seconds(_READINESS.backoff_base_s)
+    backoff_max_seconds: Annotated[int, doc("No requeue waits longer, in seconds.", ge=0)] = (
+        whole_seconds(_READINESS.backoff_max_s)
+    )
+    backoff_limit_count: Annotated[
+        Annotated[int, msgspec.Meta(ge=0)] | None,
+        doc(
+            "Evictions before the instance is deactivated (it then waits until reactivated with"
+            f" the `{REACTIVATE_ANNOTATION}` annotation); unset = requeue for ever."
+        ),
+    ] = _READINESS.backoff_limit
+
+
 class ActorGroupSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """A gang of members that start together, admitted whole by a pool's quota."""
 
@@ -123,6 +162,10 @@ class ActorGroupSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
             message="spec.members is empty: give at least one member (a name, replicas and a"
             " template)",
         ),
+        Validation(
+            rule=f"!has(self.scaling) || self.scaling.maxReplicas <= {MAX_INSTANCES}",
+            message=f"scaling.maxReplicas counts gang instances: at most {MAX_INSTANCES}",
+        ),
     )
 
     members: Annotated[
@@ -130,34 +173,60 @@ class ActorGroupSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
             list[GroupMember],
             msgspec.Meta(max_length=MAX_MEMBERS, extra_json_schema=LIST_MAP_BY_NAME),
         ],
-        doc(f"The gang's members (at most {MAX_MEMBERS}), started together." + NOT_YET_APPLIED),
+        doc(
+            f"The gang's members (at most {MAX_MEMBERS}), started together; the first is the"
+            " group's entry, whose queue `scaling` watches."
+        ),
     ]
     replicas: Annotated[
         int,
         doc(
-            "Gang instances: each is admitted whole or not at all. KEDA may set it through the"
-            " scale subresource." + NOT_YET_APPLIED,
+            "Gang instances: each is admitted whole or not at all. KEDA sets it through the"
+            " scale subresource when `scaling` is given.",
             ge=0,
+            le=MAX_INSTANCES,
         ),
     ] = DEFAULT_INSTANCES
+    scaling: Annotated[
+        ActorScaling | None,
+        doc(
+            "Scale the number of instances (min/maxReplicas) on the entry member's queue depth"
+            " with KEDA, as an AsyncActor's replicas; unset = spec.replicas as written."
+        ),
+    ] = None
     pool: Annotated[
         ObjectName | None,
-        doc("ResourcePool whose quota admits the instances; unset = none." + NOT_YET_APPLIED),
+        doc(
+            "ResourcePool whose quota admits the instances, each whole or not at all; unset ="
+            " no quota, every instance runs."
+        ),
     ] = None
     priority: Annotated[
-        int, doc("Admission priority within the pool; higher goes first." + NOT_YET_APPLIED)
+        int,
+        doc(
+            "Admission priority within the pool (and its cohort); higher goes first and may"
+            " preempt lower as the pool's preemption policy allows (a gang whole)."
+        ),
     ] = _ACTOR_SPEC_DEFAULTS["priority"]
     readiness_timeout_seconds: Annotated[
         int,
         doc(
-            "Seconds an admitted instance has to become fully ready before it is evicted whole"
-            " and requeued with backoff." + NOT_YET_APPLIED,
+            "Seconds an admitted instance has to become fully ready before it is evicted whole,"
+            " its quota released, and requeued after a backoff (with a pool only).",
             ge=1,
         ),
     ] = whole_seconds(_READINESS.timeout_s)
+    requeuing: Annotated[
+        Requeuing,
+        doc("The backoff of an instance evicted for not becoming ready in time."),
+    ] = msgspec.field(default_factory=lambda: Requeuing())
     broker: Annotated[BrokerRef, doc("The Secret holding the broker's URLs.")] = msgspec.field(
         default_factory=BrokerRef
     )
+    keep_queues: Annotated[
+        bool,
+        doc("Keep the members' queues when the ActorGroup is deleted (default: remove them)."),
+    ] = False
 
 
 class GroupCondition(Condition, frozen=True, kw_only=True, rename="camel"):
@@ -165,7 +234,10 @@ class GroupCondition(Condition, frozen=True, kw_only=True, rename="camel"):
 
     type: Annotated[
         str,
-        doc("Which aspect: QuotaReserved, Admitted, PodsReady or Evicted.", max_length=316),
+        doc(
+            "Which aspect: QuotaReserved, Admitted, PodsReady, Preempted, Evicted or Degraded.",
+            max_length=316,
+        ),
     ]
 
 
@@ -173,45 +245,55 @@ class MemberAdmission(msgspec.Struct, frozen=True, kw_only=True, rename="camel")
     """The flavor and replica count one member of an instance was admitted with."""
 
     name: Annotated[str, doc("The member.")]
-    flavor: Annotated[str, doc("The ResourceFlavor its quota is taken from.")]
+    flavor: Annotated[str | None, doc("The ResourceFlavor its quota is taken from.")] = None
     replicas: Annotated[int, doc("Replicas admitted (minReplicas to replicas).", ge=0)]
 
 
-class InstanceAdmission(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """The quota one gang instance holds."""
+_DATE_TIME: Final = {"format": "date-time"}
+
+
+class InstanceStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One gang instance: where it stands in admission and readiness, and the quota it holds."""
 
     instance: Annotated[int, doc("The instance's index, from 0.", ge=0)]
+    phase: Annotated[
+        GangPhase,
+        doc(
+            "Pending (waiting for quota), WaitingForReady (admitted, not every pod ready yet),"
+            " Ready, BackingOff (evicted for not becoming ready; requeued at requeueAt) or"
+            " Deactivated (evicted past requeuing.backoffLimitCount; see the group's docs)."
+        ),
+    ] = GangPhase.PENDING
     members: Annotated[
-        Annotated[list[MemberAdmission], msgspec.Meta(extra_json_schema=LIST_MAP_BY_NAME)],
-        doc("Flavor and replicas per member."),
-    ]
+        Annotated[list[MemberAdmission], msgspec.Meta(extra_json_schema=LIST_MAP_BY_NAME)] | None,
+        doc("The quota the instance holds: flavor and replicas per member (while admitted)."),
+    ] = None
+    admitted_at: Annotated[
+        str | None, doc("When it was admitted (RFC 3339).", extra_json_schema=_DATE_TIME)
+    ] = None
+    evictions: Annotated[int, doc("Times it was evicted for not becoming ready.", ge=0)] = 0
+    requeue_at: Annotated[
+        str | None,
+        doc("When a backing-off instance queues again (RFC 3339).", extra_json_schema=_DATE_TIME),
+    ] = None
+    message: Annotated[str | None, doc("Why it waits or was evicted, in words.")] = None
 
 
 class ActorGroupStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """What the operator observed."""
+    """What the operator observed; written by the operator only."""
 
     replicas: Annotated[
-        int | None, doc("Instances running (scale subresource)." + WRITTEN_BY_THE_OPERATOR)
+        int | None, doc("Instances holding quota and running (scale subresource).")
     ] = None
     selector: Annotated[
-        str | None,
-        doc(
-            "Label selector of the group's pods, as a string (for the HPA)."
-            + WRITTEN_BY_THE_OPERATOR
-        ),
+        str | None, doc("Label selector of the group's pods, as a string (for the HPA).")
     ] = None
-    desired: Annotated[
-        int | None, doc("Instances asked for (spec.replicas)." + WRITTEN_BY_THE_OPERATOR)
-    ] = None
-    admitted: Annotated[int | None, doc("Instances holding quota." + WRITTEN_BY_THE_OPERATOR)] = (
-        None
-    )
-    ready: Annotated[
-        int | None, doc("Instances whose every replica is ready." + WRITTEN_BY_THE_OPERATOR)
-    ] = None
-    admission: Annotated[
+    desired: Annotated[int | None, doc("Instances asked for (spec.replicas).")] = None
+    admitted: Annotated[int | None, doc("Instances holding quota.")] = None
+    ready: Annotated[int | None, doc("Instances whose every pod is ready.")] = None
+    instances: Annotated[
         Annotated[
-            list[InstanceAdmission],
+            list[InstanceStatus],
             msgspec.Meta(
                 extra_json_schema={
                     "x-kubernetes-list-type": "map",
@@ -221,23 +303,43 @@ class ActorGroupStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
         ]
         | None,
         doc(
-            "The quota each admitted instance holds; `asya-operator plan` takes it as already"
-            " admitted." + WRITTEN_BY_THE_OPERATOR
+            "Each instance the operator tracks: its phase, the quota it holds, its evictions;"
+            " `asya-operator plan` takes an admitted one's quota as held."
         ),
+    ] = None
+    reactivated: Annotated[
+        str | None,
+        doc(f"The last `{REACTIVATE_ANNOTATION}` annotation value acted on."),
     ] = None
     observed_generation: Annotated[
         int | None, doc("The spec generation this status describes.")
     ] = None
     conditions: Annotated[
         Annotated[list[GroupCondition], msgspec.Meta(extra_json_schema=LIST_MAP_BY_TYPE)] | None,
-        doc("QuotaReserved, Admitted, PodsReady and Evicted." + WRITTEN_BY_THE_OPERATOR),
+        doc("QuotaReserved, Admitted, PodsReady, Preempted, Evicted and Degraded."),
     ] = None
 
 
 class ActorGroup(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """A gang of actors: members that must run together, admitted whole by a pool's quota.
 
-    Not yet applied by the controller (it makes no pods for it): `asya-operator plan` reads it."""
+    Each member is the actor `{group}-{member}`; each admitted instance runs a StatefulSet per
+    member, whose pods learn their group, instance, member, rank and size from their
+    environment."""
+
+    VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
+        Validation(
+            rule=f"self.metadata.name.matches('{ACTOR_NAME_PATTERN}')",
+            message="metadata.name starts each member's actor name: lowercase letters, digits"
+            " and '-', starting and ending with a letter or digit (e.g. ddp-train)",
+        ),
+        Validation(
+            rule="self.spec.members.all(m, size(self.metadata.name) + 1 + size(m.name) <="
+            f" {MEMBER_ACTOR_NAME_MAX_LENGTH})",
+            message="each member runs as the actor {group}-{member}, which must be at most"
+            f" {MEMBER_ACTOR_NAME_MAX_LENGTH} characters: shorten the group's or the member's name",
+        ),
+    )
 
     api_version: Annotated[str, doc("asya.sh/v1alpha1")] = f"{GROUP}/{VERSION}"
     kind: Annotated[str, doc("ActorGroup")] = "ActorGroup"
@@ -246,3 +348,29 @@ class ActorGroup(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     )
     spec: Annotated[ActorGroupSpec, doc("Members, instances, pool, priority, readiness.")]
     status: Annotated[ActorGroupStatus | None, doc("What the operator observed.")] = None
+
+
+def member_actor(group: str, member: str) -> str:
+    """The actor a member's pods serve (and its queue's last part): `{group}-{member}`."""
+    return f"{group}-{member}"
+
+
+HOLDING: Final = frozenset({GangPhase.WAITING_FOR_READY, GangPhase.READY})
+"""Phases in which an instance holds quota and runs its pods."""
+
+MemberHold = tuple[str | None, int]
+"""(flavor, replicas) of one member of an admitted gang instance."""
+
+
+def known_instances(group: ActorGroup) -> dict[int, InstanceStatus]:
+    """The instances the group's status records, by index."""
+    if group.status is None:
+        return {}
+    return {i.instance: i for i in group.status.instances or ()}
+
+
+def held(instance: InstanceStatus) -> dict[str, MemberHold]:
+    """The quota an instance holds: member -> (flavor, replicas); empty when it holds none."""
+    if instance.phase not in HOLDING:
+        return {}
+    return {m.name: (m.flavor, m.replicas) for m in instance.members or ()}

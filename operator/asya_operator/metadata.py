@@ -9,7 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final
 
+from asya_operator.groups import ActorGroup
 from asya_operator.resources import AsyncActor
+
+Owner = AsyncActor | ActorGroup
+"""A CR the operator makes objects for."""
 
 ACTOR_LABEL: Final = "asya.sh/actor"
 """Label naming the actor a pod serves; the Deployment's selector is built on it."""
@@ -19,6 +23,9 @@ ACTOR_COMPONENT: Final = "actor"
 
 END_ACTOR_COMPONENT: Final = "end-actor"
 """`app.kubernetes.io/component` of the namespace's happy-end and error-end."""
+
+GROUP_COMPONENT: Final = "actor-group"
+"""`app.kubernetes.io/component` of an ActorGroup's objects (its members' pods included)."""
 
 MANAGED_BY: Final = "asya-operator"
 """`app.kubernetes.io/managed-by` of every object the operator makes."""
@@ -63,32 +70,32 @@ def selector_string(actor: str, component: str = ACTOR_COMPONENT) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(selector_labels(actor, component).items()))
 
 
-def owner_reference(actor: AsyncActor, *, controller: bool) -> dict[str, Any]:
-    """A reference to `actor` as an owner (it must have a uid: it exists in the cluster)."""
+def owner_reference(owner: Owner, *, controller: bool) -> dict[str, Any]:
+    """A reference to `owner` as an owner (it must have a uid: it exists in the cluster)."""
     return {
-        "apiVersion": actor.api_version,
-        "kind": actor.kind,
-        "name": actor_name(actor),
-        "uid": actor.metadata["uid"],
+        "apiVersion": owner.api_version,
+        "kind": owner.kind,
+        "name": owner.metadata["name"],
+        "uid": owner.metadata["uid"],
         "controller": controller,
         "blockOwnerDeletion": controller,
     }
 
 
-def owner_references(actors: Iterable[AsyncActor], *, controller: bool) -> list[dict[str, Any]]:
-    """Owner references to those `actors` that have a uid.
+def owner_references(owners: Iterable[Owner], *, controller: bool) -> list[dict[str, Any]]:
+    """Owner references to those `owners` that have a uid.
 
     An AsyncActor read from a file (`asya-operator plan`) has none until it is applied, so the
     objects planned for it carry no owner reference: the operator adds them in the cluster.
     """
-    return [owner_reference(a, controller=controller) for a in actors if a.metadata.get("uid")]
+    return [owner_reference(o, controller=controller) for o in owners if o.metadata.get("uid")]
 
 
 def object_meta(
     name: str,
     namespace: str,
     component: str,
-    owners: Iterable[AsyncActor],
+    owners: Iterable[Owner],
     *,
     controller: bool,
 ) -> dict[str, Any]:

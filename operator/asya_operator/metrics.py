@@ -40,12 +40,19 @@ QUEUE_DELETIONS: Final = Counter(
 
 ADMISSION_PASSES: Final = Counter(
     "asya_operator_admission_passes",
-    "Admission passes over the actors with a pool (each pool, cohort or pooled actor change).",
+    "Admission passes (each change of a pool, cohort, pooled actor or ActorGroup, and each gang"
+    " readiness deadline).",
     registry=REGISTRY,
 )
 PREEMPTIONS: Final = Counter(
     "asya_operator_preemptions",
-    "Times an actor's admitted replicas were cut to make room for a higher-priority one.",
+    "Times an actor's admitted replicas, or a gang instance, lost their quota to a"
+    " higher-priority workload.",
+    registry=REGISTRY,
+)
+GANG_EVICTIONS: Final = Counter(
+    "asya_operator_gang_evictions",
+    "Gang instances evicted whole for not becoming ready within their readiness timeout.",
     registry=REGISTRY,
 )
 

@@ -4,9 +4,10 @@ Pure: documents (already parsed from YAML, each with where it came from) in, typ
 the planned objects out. No cluster is asked anything, so what a cluster would hold is taken
 from the documents: a flavor must be among them (ResourceFlavors are cluster-wide), and the
 broker Secrets are assumed to exist. A bad document is a `CrError` naming the file, the
-document and what to fix. ResourcePools, Cohorts, ActorGroups and Namespaces are read too:
-the controller makes no object for them yet, and `asya_operator.scenario` turns them into the
-admission what-if.
+document and what to fix. An ActorGroup's objects are planned for each of its `spec.replicas`
+instances at full size (on a cluster, admission decides how many run); ResourcePools, Cohorts
+and Namespaces are read too, and `asya_operator.scenario` turns them and the pooled actors and
+groups into the admission what-if.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from asya.errors import AsyaError
 from asya.routing import END_ACTORS
 from asya_operator.config import OperatorConfig
 from asya_operator.deployment import plan_deployment, plan_end_actors
+from asya_operator.group_objects import plan_group
 from asya_operator.groups import ActorGroup
-from asya_operator.metadata import actor_name, actor_namespace
+from asya_operator.metadata import Owner, actor_name, actor_namespace
 from asya_operator.pools import Cohort, ResourcePool
 from asya_operator.resources import GROUP, VERSION, AsyncActor, ResourceFlavor
 from asya_operator.scaling import plan_scaled_object, plan_trigger_authentication
@@ -180,6 +182,15 @@ def read_crs(documents: Iterable[Document], default_namespace: str) -> Crs:
     for doc in documents:
         reader.add(doc)
     crs = reader.crs
+    for namespace, group in crs.groups:
+        for member in group.spec.members:
+            wanted = member.template.flavor
+            if wanted is not None and wanted not in crs.flavors:
+                raise CrError(
+                    f"{reader.sources['ActorGroup', namespace, group.metadata['name']]}:"
+                    f" ActorGroup/{group.metadata['name']} member {member.name} names flavor"
+                    f" {wanted}, which no file defines: add its ResourceFlavor"
+                )
     for namespace, actor in crs.actors:
         wanted = actor.spec.flavor
         if wanted is not None and wanted not in crs.flavors:
@@ -198,7 +209,7 @@ def plan_objects(crs: Crs, config: OperatorConfig) -> list[PlannedObject]:
         CrError: the actors of one namespace name different broker Secrets.
     """
     planned = []
-    by_namespace: dict[str, list[AsyncActor]] = {}
+    by_namespace: dict[str, list[Owner]] = {}
     for namespace, actor in crs.actors:
         origin = f"AsyncActor {namespace}/{actor_name(actor)}"
         flavor = None if actor.spec.flavor is None else crs.flavors[actor.spec.flavor]
@@ -209,6 +220,11 @@ def plan_objects(crs: Crs, config: OperatorConfig) -> list[PlannedObject]:
         ):
             planned.append(PlannedObject(origin, body))
         by_namespace.setdefault(namespace, []).append(actor)
+    for namespace, group in crs.groups:
+        origin = f"ActorGroup {namespace}/{group.metadata['name']}"
+        for body in plan_group(group, namespace, _full_size(group), crs.flavors, config):
+            planned.append(PlannedObject(origin, body))
+        by_namespace.setdefault(namespace, []).append(group)
     for namespace, actors in sorted(by_namespace.items()):
         try:
             ends = plan_end_actors(namespace, actors, config)
@@ -216,6 +232,13 @@ def plan_objects(crs: Crs, config: OperatorConfig) -> list[PlannedObject]:
             raise CrError(str(exc)) from exc
         planned += [PlannedObject(f"the end actors of namespace {namespace}", e) for e in ends]
     return planned
+
+
+def _full_size(group: ActorGroup) -> dict[int, dict[str, tuple[str | None, int]]]:
+    """Every instance of `group` at every member's full size, in its template's flavor (with a
+    pool, admission may choose a flavor where the template names none, or admit fewer)."""
+    members = {m.name: (m.template.flavor, m.replicas) for m in group.spec.members}
+    return {instance: dict(members) for instance in range(group.spec.replicas)}
 
 
 def plan_actor(
@@ -235,13 +258,17 @@ def plan_actor(
 
 
 def end_actor_owners(
-    listed: Iterable[AsyncActor], *, current: AsyncActor | None = None, leaving: str | None = None
-) -> list[AsyncActor]:
-    """The AsyncActors that own a namespace's end actors: those `listed`, with `current` in its
-    newest version (a list may predate it), without the actor named `leaving` (being deleted)."""
-    owners = {actor_name(a): a for a in listed}
+    listed: Iterable[Owner],
+    *,
+    current: Owner | None = None,
+    leaving: tuple[str, str] | None = None,
+) -> list[Owner]:
+    """The AsyncActors and ActorGroups that own a namespace's end actors: those `listed`, with
+    `current` in its newest version (a list may predate it), without the one `leaving` (kind,
+    name: being deleted)."""
+    owners = {(o.kind, o.metadata["name"]): o for o in listed}
     if current is not None:
-        owners[actor_name(current)] = current
+        owners[current.kind, current.metadata["name"]] = current
     if leaving is not None:
         owners.pop(leaving, None)
-    return [owners[name] for name in sorted(owners)]
+    return [owners[key] for key in sorted(owners)]

@@ -1,12 +1,14 @@
 """A ResourcePool's status from an admission pass: usage, borrowed and lent per flavor.
 
 Pure: the pools, the pooled actors and what the pass decided in; one `status` per pool out.
-- usage: what the admitted replicas of the pool's actors request, per flavor and resource;
+- usage: what the admitted replicas of the pool's actors and the admitted instances of its
+  ActorGroups request, per flavor and resource;
 - borrowed: the part of usage above the pool's nominal quota (taken from its cohort);
 - lent: the part of the pool's unused nominal quota that the cohort's borrowing pools are
   using. When several pools of a cohort have unused quota, what is borrowed is counted against
   them in the cohort's pool order (the engine does not say whose unused quota it used).
-- admittedWorkloads / pendingWorkloads: replicas holding quota / desired replicas waiting.
+- admittedWorkloads / pendingWorkloads: workloads holding quota / waiting for it, a workload
+  being an actor's replica or a gang instance.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from typing import Any
 
 from asya.admission.quantity import format_quantity, parse_quantity
 from asya.errors import AdmissionError
-from asya_operator.admission import ActorAdmission, ActorKey, PooledActor
+from asya_operator.admission import Decisions, PooledActor, PooledGroup
 from asya_operator.pools import ResourcePool
+from asya_operator.resources import ActorResources
 from asya_operator.scenario import requests_document
 
 _Usage = dict[tuple[str, str], int]
@@ -28,22 +31,36 @@ _Usage = dict[tuple[str, str], int]
 def plan_pool_statuses(
     pools: Sequence[ResourcePool],
     actors: Sequence[PooledActor],
-    decided: Mapping[ActorKey, ActorAdmission],
+    groups: Sequence[PooledGroup],
+    decided: Decisions,
 ) -> dict[str, dict[str, Any]]:
     """The `status` of each pool (by name) after a pass that decided `decided`."""
     usage: dict[str, _Usage] = {_name(p): defaultdict(int) for p in pools}
     admitted: dict[str, int] = defaultdict(int)
     pending: dict[str, int] = defaultdict(int)
     for actor in actors:
-        admission = decided.get((actor.namespace, actor.name))
+        admission = decided.actors.get((actor.namespace, actor.name))
         if admission is None or actor.pool not in usage:
             continue
         admitted[actor.pool] += admission.admitted
         pending[actor.pool] += actor.desired - admission.admitted
         if admission.flavor is None or admission.admitted == 0:
             continue
-        for resource, per_replica in _requests(actor).items():
+        for resource, per_replica in _requests(actor.resources).items():
             usage[actor.pool][admission.flavor, resource] += per_replica * admission.admitted
+    for group in groups:
+        instances = decided.groups.get((group.namespace, group.name), {})
+        if group.pool not in usage:
+            continue
+        requests = {m.name: _requests(m.resources) for m in group.members}
+        for instance in instances.values():
+            if instance.members is None:
+                pending[group.pool] += 1
+                continue
+            admitted[group.pool] += 1
+            for member, (flavor, count) in instance.members.items():
+                for resource, per_replica in requests.get(member, {}).items():
+                    usage[group.pool][str(flavor), resource] += per_replica * count
     lent = _lent(pools, usage)
     return {
         _name(pool): {
@@ -59,9 +76,9 @@ def _name(pool: ResourcePool) -> str:
     return str(pool.metadata["name"])
 
 
-def _requests(actor: PooledActor) -> dict[str, int]:
+def _requests(resources: ActorResources) -> dict[str, int]:
     try:
-        return {k: parse_quantity(v) for k, v in requests_document(actor.resources).items()}
+        return {k: parse_quantity(v) for k, v in requests_document(resources).items()}
     except AdmissionError:
         return {}  # the pass admitted none of it: nothing to count
 

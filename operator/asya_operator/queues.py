@@ -12,12 +12,22 @@ parking queue, end actors' queues or end records (other actors' results live the
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from typing import Final
 
+import kopf
+
+from asya.errors import TransportError
 from asya.routing import END_ACTORS
 from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
+from asya_operator import metrics
 
 CONNECTION_NAME: Final = "asya-operator"
+
+DELETE_ATTEMPTS: Final = 5
+"""Tries at deleting a deleted actor's (or group's) queues while the broker is unreachable,
+`recheck_s` apart; then it is let go and its queues are left (logged)."""
 
 
 def _transport(amqp_url: str, namespace: str) -> RabbitMQTransport:
@@ -47,3 +57,42 @@ async def delete_actor_queues(amqp_url: str, namespace: str, actor: str) -> None
         for name in transport.queues_of(actor):
             await channel.queue_delete(name)
         await channel.close()
+
+
+async def release_queues(
+    url: str | None,
+    namespace: str,
+    actors: Sequence[str],
+    *,
+    keep: bool,
+    attempt: int,
+    recheck_s: float,
+    logger: kopf.Logger | logging.Logger,
+) -> None:
+    """Delete the queues of `actors` (one deleted AsyncActor, or a deleted group's members)
+    unless `keep`; never block the deletion for ever. `url` is the broker's (None: its Secret or
+    key is gone, so the queues are left, with a warning); `attempt` counts from 0.
+
+    Raises:
+        kopf.TemporaryError: the broker is unreachable (at most `DELETE_ATTEMPTS` times).
+    """
+    if keep:
+        logger.info("queues kept (keepQueues)")
+        metrics.QUEUE_DELETIONS.labels(outcome="kept").inc()
+        return
+    if url is None:
+        logger.warning("queues left on the broker: the broker Secret or its amqp-url is gone")
+        metrics.QUEUE_DELETIONS.labels(outcome="left").inc()
+        return
+    try:
+        for actor in actors:
+            await delete_actor_queues(url, namespace, actor)
+    except TransportError as exc:
+        if attempt + 1 >= DELETE_ATTEMPTS:
+            logger.error(f"queues left on the broker after {DELETE_ATTEMPTS} tries: {exc}")
+            metrics.QUEUE_DELETIONS.labels(outcome="left").inc()
+            return
+        raise kopf.TemporaryError(
+            f"queues not deleted: {exc}; trying again in {recheck_s} s", delay=recheck_s
+        ) from exc
+    metrics.QUEUE_DELETIONS.labels(outcome="deleted").inc()

@@ -4,7 +4,8 @@ Pure. KEDA reads the actor's queue depth from the RabbitMQ management API (`prot
 whose count includes unacked messages: with `amqp` only ready messages count, and an actor
 busy with everything it holds reads as idle and is scaled away mid-work. The ScaledObject
 targets the AsyncActor's scale subresource (KEDA proposes `spec.replicas`); the operator then
-sets the Deployment from it (`desired_replicas`). Credentials reach KEDA through a
+sets the Deployment from it (`desired_replicas`). An ActorGroup with `scaling` is scaled the
+same way, its gang instances on its entry (first) member's queue. Credentials reach KEDA through a
 TriggerAuthentication reading the broker Secret's `management-url` key, never through the CR.
 """
 
@@ -13,8 +14,9 @@ from __future__ import annotations
 from typing import Any, Final
 
 from asya.transport.base import queue_name
-from asya_operator.metadata import ACTOR_COMPONENT, actor_name, object_meta
-from asya_operator.resources import BROKER_MANAGEMENT_URL_KEY, AsyncActor
+from asya_operator.groups import ActorGroup, member_actor
+from asya_operator.metadata import ACTOR_COMPONENT, GROUP_COMPONENT, actor_name, object_meta
+from asya_operator.resources import BROKER_MANAGEMENT_URL_KEY, ActorScaling, AsyncActor
 
 KEDA_API_VERSION: Final = "keda.sh/v1alpha1"
 
@@ -48,16 +50,48 @@ def admitted_replicas(actor: AsyncActor) -> int:
 
 def plan_trigger_authentication(actor: AsyncActor, namespace: str) -> dict[str, Any]:
     """The TriggerAuthentication giving KEDA the management URL (with credentials) as `host`."""
+    return _trigger_authentication(actor, actor_name(actor), namespace, ACTOR_COMPONENT)
+
+
+def plan_scaled_object(actor: AsyncActor, namespace: str) -> dict[str, Any]:
+    """The ScaledObject scaling `actor` on its queue's depth (ready plus unacked messages)."""
     name = actor_name(actor)
+    return _scaled_object(actor, name, namespace, actor.spec.scaling, name, ACTOR_COMPONENT)
+
+
+def group_keda_name(group: str) -> str:
+    """The name of an ActorGroup's ScaledObject and TriggerAuthentication: `{group}.actorgroup`,
+    which no AsyncActor's can be (an actor name has no dot)."""
+    return f"{group}.actorgroup"
+
+
+def plan_group_keda(group: ActorGroup, namespace: str) -> list[dict[str, Any]]:
+    """The TriggerAuthentication and ScaledObject scaling an ActorGroup's instances on its entry
+    member's queue; none when the group does not ask for scaling."""
+    scaling = group.spec.scaling
+    if scaling is None:
+        return []
+    name = group.metadata["name"]
+    entry = member_actor(name, group.spec.members[0].name)
+    keda = group_keda_name(name)
+    return [
+        _trigger_authentication(group, keda, namespace, GROUP_COMPONENT),
+        _scaled_object(group, keda, namespace, scaling, entry, GROUP_COMPONENT),
+    ]
+
+
+def _trigger_authentication(
+    owner: AsyncActor | ActorGroup, name: str, namespace: str, component: str
+) -> dict[str, Any]:
     return {
         "apiVersion": KEDA_API_VERSION,
         "kind": "TriggerAuthentication",
-        "metadata": object_meta(name, namespace, ACTOR_COMPONENT, [actor], controller=True),
+        "metadata": object_meta(name, namespace, component, [owner], controller=True),
         "spec": {
             "secretTargetRef": [
                 {
                     "parameter": "host",
-                    "name": actor.spec.broker.secret_name,
+                    "name": owner.spec.broker.secret_name,
                     "key": BROKER_MANAGEMENT_URL_KEY,
                 }
             ]
@@ -65,20 +99,29 @@ def plan_trigger_authentication(actor: AsyncActor, namespace: str) -> dict[str, 
     }
 
 
-def plan_scaled_object(actor: AsyncActor, namespace: str) -> dict[str, Any]:
-    """The ScaledObject scaling `actor` on its queue's depth (ready plus unacked messages).
+def _scaled_object(
+    owner: AsyncActor | ActorGroup,
+    name: str,
+    namespace: str,
+    scaling: ActorScaling,
+    queue_actor: str,
+    component: str,
+) -> dict[str, Any]:
+    """A ScaledObject scaling `owner` (through its scale subresource) on `queue_actor`'s queue.
 
     The vhost is the management URL's path (`http://user:pass@host:15672/vhost`), so no
     `vhostName` is set. Trigger metadata values are strings: KEDA's CRD types them so.
     """
-    name = actor_name(actor)
-    scaling = actor.spec.scaling
     return {
         "apiVersion": KEDA_API_VERSION,
         "kind": "ScaledObject",
-        "metadata": object_meta(name, namespace, ACTOR_COMPONENT, [actor], controller=True),
+        "metadata": object_meta(name, namespace, component, [owner], controller=True),
         "spec": {
-            "scaleTargetRef": {"apiVersion": actor.api_version, "kind": actor.kind, "name": name},
+            "scaleTargetRef": {
+                "apiVersion": owner.api_version,
+                "kind": owner.kind,
+                "name": owner.metadata["name"],
+            },
             "pollingInterval": scaling.polling_interval,
             "cooldownPeriod": scaling.cooldown_period,
             "minReplicaCount": scaling.min_replicas,
@@ -91,7 +134,7 @@ def plan_scaled_object(actor: AsyncActor, namespace: str) -> dict[str, Any]:
                         "mode": "QueueLength",
                         "value": str(scaling.queue_length),
                         "activationValue": str(scaling.activation_queue_length),
-                        "queueName": queue_name(namespace, name),
+                        "queueName": queue_name(namespace, queue_actor),
                     },
                     "authenticationRef": {"name": name},
                 }

@@ -6,8 +6,8 @@ commented YAML `plan` appends. The what-if is "every queue asks for its max":
 - each AsyncActor with a `pool` is an elastic workload: one pod set of `scaling.maxReplicas`
   pods, admitted with fewer if that is what fits, but at least max(1, minReplicas);
 - each ActorGroup instance (`spec.replicas` of them) is a gang workload: one pod set per
-  member, whole (or each member at its minReplicas) or not at all; an instance listed in
-  `status.admission` already holds that quota;
+  member, whole (or each member at its minReplicas) or not at all; an instance that its
+  `status.instances` shows admitted already holds that quota;
 - each ResourcePool is a pool, each Cohort a cohort; a pool's namespaceSelector is matched
   against the namespaces the files know (their Namespace objects' labels, and the
   `kubernetes.io/metadata.name` label every namespace carries);
@@ -26,7 +26,8 @@ import yaml
 from asya.admission.model import Scenario, load_scenario
 from asya.admission.scheduler import SimulationResult
 from asya.errors import AdmissionError
-from asya_operator.groups import GroupMember
+from asya_operator.groups import GroupMember, known_instances
+from asya_operator.groups import held as held_quota
 from asya_operator.metadata import actor_name
 from asya_operator.plan import CrError, Crs
 from asya_operator.pools import (
@@ -52,9 +53,9 @@ _HEADER: Final = """\
 # Every AsyncActor with a pool asks for scaling.maxReplicas replicas (admitted with fewer if
 # that is what fits, at least max(1, minReplicas)); every ActorGroup instance asks for all its
 # members at once (whole or not at all). Quota: the ResourcePools and Cohorts in the files;
-# an ActorGroup's status.admission is quota it already holds. Nothing here is applied: on a
-# cluster the controller admits each AsyncActor's replicas as KEDA asks for them, and does not
-# run ActorGroups yet.
+# an admitted instance in an ActorGroup's status.instances holds its quota already. Nothing
+# here is applied: on a cluster the controller admits as KEDA asks (each AsyncActor replica by
+# replica, each ActorGroup instance whole), and evicts gangs that do not become ready.
 #
 """
 
@@ -144,7 +145,8 @@ def _group_workloads(crs: Crs, origins: dict[str, WorkloadOrigin]) -> list[dict[
         spec, group_name = group.spec, group.metadata["name"]
         if spec.pool is None:
             continue
-        held = {a.instance: a for a in (group.status.admission or ())} if group.status else {}
+        held = {i: held_quota(s) for i, s in known_instances(group).items()}
+        held = {i: members for i, members in held.items() if members}
         created = crs.ages["ActorGroup", namespace, group_name]
         # An instance beyond spec.replicas that still holds quota keeps it until it is stopped.
         for instance in sorted(set(range(spec.replicas)) | set(held)):
@@ -154,8 +156,8 @@ def _group_workloads(crs: Crs, origins: dict[str, WorkloadOrigin]) -> list[dict[
             workload = _workload(name, spec.pool, namespace, spec.priority, created, pod_sets)
             if instance in held:
                 workload["admitted"] = [
-                    {"podSet": m.name, "flavor": m.flavor, "count": m.replicas}
-                    for m in held[instance].members
+                    {"podSet": member, "flavor": flavor, "count": count}
+                    for member, (flavor, count) in held[instance].items()
                 ]
             workloads.append(workload)
     return workloads

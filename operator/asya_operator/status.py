@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -46,6 +46,13 @@ class Reason(enum.StrEnum):
     ADMITTED = "Admitted"
     PREEMPTED = "Preempted"
     NOT_PREEMPTED = "NotPreempted"
+    PODS_READY = "PodsReady"
+    PODS_NOT_READY = "PodsNotReady"
+    EVICTED = "PodsReadyTimeout"
+    NOT_EVICTED = "NotEvicted"
+    DEACTIVATED = "Deactivated"
+    NO_POOL = "NoPool"
+    NAME_TAKEN = "NameTaken"
 
 
 ADMISSION_CONDITIONS = ("QuotaReserved", "Admitted", "Preempted")
@@ -111,6 +118,20 @@ def _rfc3339(now: datetime) -> str:
     return now.astimezone(UTC).strftime(_RFC3339)
 
 
+def conditions_at(
+    now: datetime, known: Sequence[Condition] | None
+) -> Callable[..., dict[str, Any]]:
+    """A maker of conditions at `now` that keep the transition time of `known`'s unchanged
+    ones: `make(kind, reason, message, is_true=...)`."""
+    at = _rfc3339(now)
+    previous = {c.type: c for c in known or ()}
+
+    def make(kind: str, reason: Reason, message: str, *, is_true: bool) -> dict[str, Any]:
+        return _condition(kind, reason, message, previous, at, is_true=is_true)
+
+    return make
+
+
 def _condition(
     kind: str,
     reason: Reason,
@@ -153,12 +174,7 @@ def plan_status(
     ready = int(observed.get("readyReplicas", 0))
     # With a pool, what runs is what is admitted; the admission conditions say the rest.
     desired = running_replicas(actor)
-    at = _rfc3339(now)
-    known = actor.status.conditions if actor.status is not None else None
-    previous = {c.type: c for c in known or ()}
-
-    def condition(kind: str, reason: Reason, message: str, *, is_true: bool) -> dict[str, Any]:
-        return _condition(kind, reason, message, previous, at, is_true=is_true)
+    condition = conditions_at(now, actor.status.conditions if actor.status else None)
 
     if problems:
         first = problems[0]
@@ -203,10 +219,13 @@ def plan_status(
 def _admission_conditions_kept(actor: AsyncActor) -> list[dict[str, Any]]:
     if actor.spec.pool is None or actor.status is None:
         return []
-    return [_as_dict(c) for c in actor.status.conditions or () if c.type in ADMISSION_CONDITIONS]
+    return [
+        condition_dict(c) for c in actor.status.conditions or () if c.type in ADMISSION_CONDITIONS
+    ]
 
 
-def _as_dict(condition: Condition) -> dict[str, Any]:
+def condition_dict(condition: Condition) -> dict[str, Any]:
+    """A condition as the status writes it (unset fields left out)."""
     return {k: v for k, v in msgspec.to_builtins(condition).items() if v is not None}
 
 
@@ -217,13 +236,10 @@ def plan_admission_status(
     replicas and flavor, and QuotaReserved, Admitted and Preempted (the other conditions are
     kept as they are: the list is written whole)."""
     desired = desired_replicas(actor)
-    at = _rfc3339(now)
     known = actor.status.conditions if actor.status is not None else None
     previous = {c.type: c for c in known or ()}
     pool, admitted = actor.spec.pool, admission.admitted
-
-    def condition(kind: str, reason: Reason, message: str, *, is_true: bool) -> dict[str, Any]:
-        return _condition(kind, reason, message, previous, at, is_true=is_true)
+    condition = conditions_at(now, known)
 
     waiting = admission.message or f"{admitted} of {desired} replicas admitted"
     if admitted > 0:
@@ -243,8 +259,8 @@ def plan_admission_status(
     elif admitted >= desired or "Preempted" not in previous:
         preempted = condition("Preempted", Reason.NOT_PREEMPTED, "none preempted", is_true=False)
     else:
-        preempted = _as_dict(previous["Preempted"])
-    others = [_as_dict(c) for c in known or () if c.type not in ADMISSION_CONDITIONS]
+        preempted = condition_dict(previous["Preempted"])
+    others = [condition_dict(c) for c in known or () if c.type not in ADMISSION_CONDITIONS]
     return {
         "admittedReplicas": admitted,
         "admittedFlavor": admission.flavor,

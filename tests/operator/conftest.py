@@ -21,13 +21,16 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
 
 import kopf
 import kubernetes
 import pytest
 import yaml
 from asya_operator.controller import registry
+from asya_operator.resources import GROUP, VERSION
 from kmock._internal.apps import Server
+from kubernetes.client import CustomObjectsApi
 
 from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
@@ -157,3 +160,31 @@ async def queues(amqp_url, namespace):
     async with RabbitMQTransport(amqp_url, options) as transport:
         yield transport
         await transport.delete_queues({"text", "other", "gone", HAPPY_END, ERROR_END})
+
+
+@pytest.fixture
+async def quota(world, kube):
+    """Create or patch cluster-scoped objects (the pool, the flavor) off the event loop."""
+    custom = CustomObjectsApi(kube)
+
+    async def create(plural: str, body: dict[str, Any]) -> None:
+        await asyncio.to_thread(custom.create_cluster_custom_object, GROUP, VERSION, plural, body)
+
+    async def patch(plural: str, name: str, body: dict[str, Any]) -> None:
+        await asyncio.to_thread(
+            custom.patch_cluster_custom_object,
+            GROUP,
+            VERSION,
+            plural,
+            name,
+            body,
+            _content_type="application/merge-patch+json",
+        )
+
+    flavor = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "gpu"},
+    }
+    await create("resourceflavors", {**flavor, "spec": {}})
+    return create, patch

@@ -18,7 +18,10 @@ from asya.transport.rabbitmq import RabbitMQTransport
 from tests.operator.emulator import Cluster
 
 ACTORS = f"{GROUP}/{VERSION}/asyncactors"
+GROUPS = f"{GROUP}/{VERSION}/actorgroups"
 DEPLOYMENTS = "apps/v1/deployments"
+STATEFULSETS = "apps/v1/statefulsets"
+SERVICES = "v1/services"
 SCALED_OBJECTS = "keda.sh/v1alpha1/scaledobjects"
 TRIGGER_AUTHS = "keda.sh/v1alpha1/triggerauthentications"
 WAIT_S = 10.0
@@ -74,6 +77,43 @@ class World:
             "asyncactors",
             name,
         )
+
+    async def create_group(self, body: dict[str, Any]) -> Any:
+        return await asyncio.to_thread(
+            self._custom.create_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            self.namespace,
+            "actorgroups",
+            body,
+        )
+
+    async def patch_group(self, name: str, patch: dict[str, Any]) -> Any:
+        return await asyncio.to_thread(
+            self._custom.patch_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            self.namespace,
+            "actorgroups",
+            name,
+            patch,
+            _content_type="application/merge-patch+json",
+        )
+
+    async def delete_group(self, name: str) -> Any:
+        return await asyncio.to_thread(
+            self._custom.delete_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            self.namespace,
+            "actorgroups",
+            name,
+        )
+
+    async def events(self) -> list[dict[str, Any]]:
+        """The namespace's Kubernetes Events, oldest first."""
+        listed = await asyncio.to_thread(self._core.list_namespaced_event, self.namespace)
+        return [e.to_dict() for e in listed.items]
 
     async def create_secret(self, name: str, data: dict[str, str]) -> Any:
         encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}

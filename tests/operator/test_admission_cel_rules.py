@@ -75,6 +75,26 @@ BROKEN_BY_CEL = [
         changed(GROUP, spec__members__0__template__handler="ml.ddp.worker"),
         "module:attr",
     ),
+    (
+        "a group name with a dot",
+        changed(GROUP, metadata__name="ddp.train"),
+        "metadata.name starts each member's actor name",
+    ),
+    (
+        "a group and member name too long together",
+        changed(GROUP, metadata__name="g" * 40, spec__members=[member(name="m" * 8)]),
+        "shorten the group's or the member's name",
+    ),
+    (
+        "more instances than a group may have",
+        changed(GROUP, spec__scaling={"maxReplicas": 1000}),
+        "at most 999",
+    ),
+    (
+        "group scaling with its minimum above its maximum",
+        changed(GROUP, spec__scaling={"minReplicas": 3, "maxReplicas": 2}),
+        "raise maxReplicas or lower minReplicas",
+    ),
 ]
 
 # (what the rule allows, a CR next to the broken one that keeps the rule)
@@ -94,6 +114,11 @@ KEPT = [
     ("a pool without a cohort or limits", changed(POOL, spec__cohort=None, spec__quotas=None)),
     ("a cohort with another parent", COHORT),
     ("a cohort with no spec at all", changed(COHORT, spec=None)),
+    (
+        "a group and member name of 48 characters together",
+        changed(GROUP, metadata__name="g" * 39, spec__members=[member(name="m" * 8)]),
+    ),
+    ("a group scaling up to 999 instances", changed(GROUP, spec__scaling={"maxReplicas": 999})),
     (
         "a member's minimum equal to its replicas",
         changed(GROUP, spec__members=[member(minReplicas=4)]),

@@ -1,12 +1,13 @@
 """One admission pass over elastic AsyncActors: how many replicas each pool admits, replica by
-replica, as `admit_actors` decides for the controller."""
+replica, as `admit` decides for the controller."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import msgspec
-from asya_operator.admission import ActorAdmission, PooledActor, admit_actors
+from asya_operator.admission import ActorAdmission, PooledActor
+from asya_operator.admission import admit as admit_all
 from asya_operator.pools import Cohort, ResourcePool
 from asya_operator.resources import ActorResources
 
@@ -78,7 +79,7 @@ def actor(
 
 def admit(pools, actors, cohorts=(), labels=None) -> dict[str, ActorAdmission]:
     """The decisions, keyed by actor name (every test actor's namespace is implied)."""
-    decided = admit_actors(pools, cohorts, labels or {}, actors)
+    decided = admit_all(pools, cohorts, labels or {}, actors).actors
     assert list(decided) == [(a.namespace, a.name) for a in actors]
     return {name: decision for (_, name), decision in decided.items()}
 

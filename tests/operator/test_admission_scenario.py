@@ -89,8 +89,13 @@ def test_a_group_without_replicas_is_one_gang_instance():
 
 def test_an_instance_in_the_groups_status_already_holds_its_quota():
     status = {
-        "admission": [
-            {"instance": 0, "members": [{"name": "worker", "flavor": "h100", "replicas": 3}]}
+        "instances": [
+            {
+                "instance": 0,
+                "phase": "WaitingForReady",
+                "members": [{"name": "worker", "flavor": "h100", "replicas": 3}],
+            },
+            {"instance": 1, "phase": "BackingOff", "evictions": 1},
         ]
     }
     group = changed(GROUP, spec__replicas=2, spec__pool="team-a", status=status)

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from asya_operator.resources import GROUP, VERSION
-from kubernetes.client import CustomObjectsApi
 
 from tests.operator.controller_world import (
     ACTORS,
@@ -50,34 +49,6 @@ def pool_body(gpus: int, **spec: Any) -> dict[str, Any]:
             **spec,
         },
     }
-
-
-@pytest.fixture
-async def quota(world, kube):
-    """Create or patch cluster-scoped objects (the pool, the flavor) off the event loop."""
-    custom = CustomObjectsApi(kube)
-
-    async def create(plural: str, body: dict[str, Any]) -> None:
-        await asyncio.to_thread(custom.create_cluster_custom_object, GROUP, VERSION, plural, body)
-
-    async def patch(plural: str, name: str, body: dict[str, Any]) -> None:
-        await asyncio.to_thread(
-            custom.patch_cluster_custom_object,
-            GROUP,
-            VERSION,
-            plural,
-            name,
-            body,
-            _content_type="application/merge-patch+json",
-        )
-
-    flavor = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "ResourceFlavor",
-        "metadata": {"name": "gpu"},
-    }
-    await create("resourceflavors", {**flavor, "spec": {}})
-    return create, patch
 
 
 async def replicas_become(world, name: str, count: int) -> dict[str, Any]:

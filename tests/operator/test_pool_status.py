@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from asya_operator.admission import admit_actors
+from asya_operator.admission import admit
 from asya_operator.pool_status import plan_pool_statuses
 
 from tests.operator.test_admission_pass import actor, pool
 
 
 def statuses(pools, actors):
-    return plan_pool_statuses(pools, actors, admit_actors(pools, (), {}, actors))
+    return plan_pool_statuses(pools, actors, (), admit(pools, (), {}, actors))
 
 
 def resources(status, flavor="h100"):

@@ -1,0 +1,94 @@
+"""One AsyncActor's objects and status, brought in line with its CR: the controller's I/O for it.
+
+Each function reads the world through `cluster` (off the event loop: the official client is
+synchronous), asks the pure planners (`plan`, `status`) what to write, and writes it. No
+decision is made here. Used by the AsyncActor handlers (`controller`) and by the admission pass
+(`admission_pass`), which re-applies an actor whose admitted replicas it changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from asya_operator import cluster
+from asya_operator.cluster import World
+from asya_operator.config import OperatorConfig
+from asya_operator.metadata import Owner
+from asya_operator.plan import plan_actor
+from asya_operator.resources import AsyncActor
+from asya_operator.status import Problem, find_problems, plan_status
+
+
+def _read_world(actor: Owner, namespace: str) -> World:
+    with cluster.api_client() as api:
+        return cluster.read_world(api, actor, namespace)
+
+
+async def read_world(actor: Owner, namespace: str) -> World:
+    """What the cluster holds for `actor` (an AsyncActor or ActorGroup): its Secret, flavor,
+    Deployment, the namespace's actors and groups."""
+    return await asyncio.to_thread(_read_world, actor, namespace)
+
+
+def _apply(bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    with cluster.api_client() as api:
+        return cluster.apply_objects(api, bodies)
+
+
+async def apply(bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Apply `bodies` in order; the stored objects."""
+    return await asyncio.to_thread(_apply, bodies)
+
+
+def _write_status(namespace: str, name: str, status: dict[str, Any]) -> None:
+    with cluster.api_client() as api:
+        cluster.write_status(api, namespace, name, status)
+
+
+async def write_status(namespace: str, name: str, status: dict[str, Any]) -> None:
+    """Merge `status` into the AsyncActor's status."""
+    await asyncio.to_thread(_write_status, namespace, name, status)
+
+
+def _read_actor(namespace: str, name: str) -> AsyncActor | None:
+    with cluster.api_client() as api:
+        return cluster.read_actor(api, namespace, name)
+
+
+async def read_actor(namespace: str, name: str) -> AsyncActor | None:
+    """The AsyncActor as stored now (None: gone)."""
+    return await asyncio.to_thread(_read_actor, namespace, name)
+
+
+def problems_of(actor: AsyncActor, namespace: str, world: World) -> list[Problem]:
+    """What `actor` needs and the cluster lacks."""
+    keys = None if world.secret is None else set(world.secret)
+    return find_problems(actor, namespace, secret_keys=keys, flavor=world.flavor)
+
+
+def status_seen_since(
+    actor: AsyncActor, deployment_status: dict[str, Any] | None, problems: Sequence[Problem]
+) -> dict[str, Any]:
+    """The actor's status as anyone but its reconcile writes it: the generation observed stays
+    the one the reconcile applied (objects and queues), not one it has yet to see."""
+    report = plan_status(actor, deployment_status, problems, now=datetime.now(UTC))
+    report.pop("observedGeneration", None)
+    if actor.status is not None and actor.status.observed_generation is not None:
+        report["observedGeneration"] = actor.status.observed_generation
+    return report
+
+
+async def reapply(namespace: str, name: str, config: OperatorConfig) -> None:
+    """Apply an actor's objects as its own reconcile would (its admission changed): its
+    Deployment follows. A Degraded actor is left to its own reconcile."""
+    actor = await read_actor(namespace, name)
+    if actor is None or actor.metadata.get("deletionTimestamp"):
+        return
+    world = await read_world(actor, namespace)
+    if problems_of(actor, namespace, world):
+        return
+    deployment, *_others = await apply(plan_actor(actor, namespace, world.flavor, config))
+    await write_status(namespace, name, status_seen_since(actor, deployment.get("status"), []))

@@ -1,0 +1,181 @@
+"""An ActorGroup's status: instances desired, admitted and ready, each instance's standing, and
+conditions with reasons in words.
+
+Pure: the group, its instances' states (`asya_operator.gangs`), which of them are ready, and
+what it lacks in; the `status` to write out. A condition whose status did not change keeps the
+time it had. Conditions:
+- `QuotaReserved`: some instance holds quota (or the group has no pool);
+- `Admitted`: every desired instance holds quota; else why the first waiting one waits;
+- `PodsReady`: every admitted instance has all its pods ready;
+- `Preempted`: an instance waits because a higher-priority workload took its quota, named;
+- `Evicted`: an instance is backing off or deactivated after not becoming ready in time;
+- `Degraded`: something the group needs is missing (its Secret, a flavor) or a member's actor
+  name is another actor's; nothing is applied then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final
+
+import msgspec
+
+from asya.admission.readiness import GangPhase
+from asya_operator.group_objects import group_selector
+from asya_operator.groups import (
+    HOLDING,
+    REACTIVATE_ANNOTATION,
+    ActorGroup,
+    InstanceStatus,
+    member_actor,
+)
+from asya_operator.resources import BROKER_AMQP_URL_KEY, BROKER_MANAGEMENT_URL_KEY
+from asya_operator.status import Problem, Reason, conditions_at
+
+PREEMPTED_PREFIX: Final = "preempted whole by "
+"""How an instance's message starts while it waits after a preemption (`gangs.after_pass`)."""
+
+
+def find_group_problems(
+    group: ActorGroup,
+    namespace: str,
+    *,
+    secret_keys: Collection[str] | None,
+    missing_flavors: Collection[str],
+    actor_names: Collection[str],
+) -> list[Problem]:
+    """What `group` needs and lacks: its broker Secret (or a key of it), the flavors its
+    members are placed by, and member actor names no AsyncActor of the namespace has.
+
+    `secret_keys` are the Secret's keys (None: no such Secret); `actor_names` are the
+    namespace's AsyncActors.
+    """
+    problems = []
+    secret = group.spec.broker.secret_name
+    if secret_keys is None:
+        problems.append(
+            Problem(
+                Reason.SECRET_NOT_FOUND,
+                f"Secret {namespace}/{secret} not found: create it with keys"
+                f" {BROKER_AMQP_URL_KEY} and {BROKER_MANAGEMENT_URL_KEY}",
+            )
+        )
+    else:
+        for key in (BROKER_AMQP_URL_KEY, BROKER_MANAGEMENT_URL_KEY):
+            if key not in secret_keys:
+                problems.append(
+                    Problem(
+                        Reason.SECRET_KEY_MISSING,
+                        f"Secret {namespace}/{secret} has no key {key}: add it",
+                    )
+                )
+    for flavor in sorted(missing_flavors):
+        problems.append(
+            Problem(
+                Reason.FLAVOR_NOT_FOUND,
+                f"ResourceFlavor {flavor} not found: create it or change the member's flavor",
+            )
+        )
+    name = group.metadata["name"]
+    for member in group.spec.members:
+        actor = member_actor(name, member.name)
+        if actor in actor_names:
+            problems.append(
+                Problem(
+                    Reason.NAME_TAKEN,
+                    f"member {member.name} runs as actor {actor}, which AsyncActor"
+                    f" {namespace}/{actor} already is: rename the member or the group",
+                )
+            )
+    return problems
+
+
+def plan_group_status(
+    group: ActorGroup,
+    instances: Mapping[int, InstanceStatus],
+    ready: Mapping[int, bool],
+    problems: Sequence[Problem],
+    *,
+    now: datetime,
+) -> dict[str, Any]:
+    """The ActorGroup's `status`. `ready` says which running instances have every pod ready."""
+    desired = group.spec.replicas
+    holding = sorted(i for i, s in instances.items() if s.phase in HOLDING)
+    ready_now = [i for i in holding if ready.get(i, False)]
+    condition = conditions_at(now, group.status.conditions if group.status else None)
+    pool = group.spec.pool
+    waiting = [s for i, s in sorted(instances.items()) if i < desired and i not in holding]
+    counts = f"{len(holding)} of {desired} instances admitted"
+    why = counts if not waiting else f"{counts}; instance {_first_why(waiting)}"
+
+    if pool is None:
+        reserved = condition("QuotaReserved", Reason.NO_POOL, "no pool: no quota", is_true=True)
+    elif holding:
+        held = f"{len(holding)} instances hold quota in pool {pool}"
+        reserved = condition("QuotaReserved", Reason.QUOTA_RESERVED, held, is_true=True)
+    else:
+        reserved = condition("QuotaReserved", Reason.PENDING, why, is_true=False)
+    if waiting:
+        admitted = condition("Admitted", Reason.PENDING, why, is_true=False)
+    else:
+        admitted = condition("Admitted", Reason.ADMITTED, counts, is_true=True)
+    not_ready = [i for i in holding if i not in ready_now]
+    if not_ready:
+        pods = f"instances {_list(not_ready)} not ready yet"
+        if pool is not None:
+            pods += f" (each evicted whole if not ready {group.spec.readiness_timeout_seconds} s"
+            pods += " after its admission)"
+        pods_ready = condition("PodsReady", Reason.PODS_NOT_READY, pods, is_true=False)
+    else:
+        pods = f"{len(ready_now)} admitted instances ready"
+        pods_ready = condition("PodsReady", Reason.PODS_READY, pods, is_true=True)
+    preempted_now = [s for s in waiting if (s.message or "").startswith(PREEMPTED_PREFIX)]
+    if preempted_now:
+        by = f"instance {preempted_now[0].instance} {preempted_now[0].message}"
+        preempted = condition("Preempted", Reason.PREEMPTED, by, is_true=True)
+    else:
+        preempted = condition("Preempted", Reason.NOT_PREEMPTED, "none preempted", is_true=False)
+    out = [
+        s for s in instances.values() if s.phase in (GangPhase.BACKING_OFF, GangPhase.DEACTIVATED)
+    ]
+    if out:
+        first = min(out, key=lambda s: s.instance)
+        reason = Reason.DEACTIVATED if first.phase is GangPhase.DEACTIVATED else Reason.EVICTED
+        evicted = condition(
+            "Evicted", reason, f"instance {first.instance} {first.message}", is_true=True
+        )
+    else:
+        evicted = condition("Evicted", Reason.NOT_EVICTED, "none evicted", is_true=False)
+    if problems:
+        messages = "; ".join(p.message for p in problems)
+        degraded = condition("Degraded", problems[0].reason, messages, is_true=True)
+    else:
+        degraded = condition("Degraded", Reason.AS_EXPECTED, "nothing missing", is_true=False)
+
+    status: dict[str, Any] = {
+        "replicas": len(holding),
+        "selector": group_selector(group.metadata["name"]),
+        "desired": desired,
+        "admitted": len(holding),
+        "ready": len(ready_now),
+        "instances": [
+            {k: v for k, v in msgspec.to_builtins(s).items() if v is not None}
+            for _i, s in sorted(instances.items())
+        ],
+        "conditions": [reserved, admitted, pods_ready, preempted, evicted, degraded],
+    }
+    # Acted on in this pass (`gangs.before_pass`): recorded, so it is acted on once.
+    asked = (group.metadata.get("annotations") or {}).get(REACTIVATE_ANNOTATION)
+    if asked is not None:
+        status["reactivated"] = str(asked)
+    return status
+
+
+def _first_why(waiting: Sequence[InstanceStatus]) -> str:
+    first = waiting[0]
+    return f"{first.instance} waits: {first.message or 'not admitted yet'}"
+
+
+def _list(indexes: Sequence[int]) -> str:
+    return ", ".join(str(i) for i in indexes)
