@@ -6,8 +6,9 @@ scenario file; `asya_operator.scenario` turns one into the other. Defaults are t
 read from `asya.admission.model`, never retyped. `asya_operator.crds` builds the CRDs from
 these Structs. Field names are camelCase on the wire.
 
-The controller does not act on pools and cohorts yet (admission joins its loop later): today
-they feed `asya-operator plan`'s offline admission what-if, and their descriptions say so.
+The controller's admission pass (`asya_operator.admission_pass`) admits AsyncActors' replicas
+and ActorGroups' gang instances by them and writes each pool's status; `asya-operator plan`
+runs the same engine on them offline. A Cohort's status is not written yet (its field says so).
 """
 
 from __future__ import annotations
@@ -35,17 +36,10 @@ from asya_operator.resources import (
     doc,
 )
 
-NOT_YET_APPLIED: Final = " Not yet applied by the controller: `asya-operator plan` reads it."
-_WRITTEN_PER_REPLICA: Final = (
+_WRITTEN_PER_WORKLOAD: Final = (
     " Written by the operator after each admission pass; a workload is one replica of an"
-    " AsyncActor (ActorGroups are not counted yet)."
+    " AsyncActor or one gang instance of an ActorGroup."
 )
-APPLIED_TO_ACTORS: Final = (
-    " The controller applies it to AsyncActors' replicas (not yet to ActorGroups, which only"
-    " `asya-operator plan` reads)."
-)
-"""Said of every field that has no effect on a cluster yet."""
-
 WRITTEN_BY_THE_OPERATOR: Final = " Written by the operator (not yet: a later controller does)."
 """Said of every status field no controller writes yet."""
 
@@ -238,30 +232,26 @@ class ResourcePoolSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
         doc(
             "The cohort whose members lend each other unused quota; unset = none. A Cohort"
             " object of that name is optional (it adds a parent or quota of its own)."
-            + APPLIED_TO_ACTORS
         ),
     ] = _POOL["cohort"]
     namespace_selector: Annotated[
         NamespaceSelector | None,
-        doc(
-            "Namespaces whose workloads may use this pool; unset or `{}` = every namespace."
-            + APPLIED_TO_ACTORS
-        ),
+        doc("Namespaces whose workloads may use this pool; unset or `{}` = every namespace."),
     ] = None
     queueing_strategy: Annotated[
         QueueingStrategy,
         doc(
             "StrictFIFO: a head that does not fit blocks the pool. BestEffortFIFO: it steps"
-            " aside until quota is released." + APPLIED_TO_ACTORS
+            " aside until quota is released."
         ),
     ] = _POOL["queueing_strategy"]
     preemption: Annotated[
         PoolPreemption,
-        doc("When pending workloads may evict admitted ones." + APPLIED_TO_ACTORS),
+        doc("When pending workloads may evict admitted ones."),
     ] = msgspec.field(default_factory=PoolPreemption)
     quotas: Annotated[
         _QuotaList | None,
-        doc("Quota per flavor, in the order flavors are tried for a workload." + APPLIED_TO_ACTORS),
+        doc("Quota per flavor, in the order flavors are tried for a workload."),
     ] = None
 
 
@@ -289,13 +279,13 @@ class ResourcePoolStatus(msgspec.Struct, frozen=True, kw_only=True, rename="came
 
     flavors_usage: Annotated[
         Annotated[list[FlavorUsage], msgspec.Meta(extra_json_schema=_LIST_MAP_BY_FLAVOR)] | None,
-        doc("Usage, borrowed and lent quota per flavor and resource." + _WRITTEN_PER_REPLICA),
+        doc("Usage, borrowed and lent quota per flavor and resource." + _WRITTEN_PER_WORKLOAD),
     ] = None
     admitted_workloads: Annotated[
-        int | None, doc("Workloads holding quota in this pool." + _WRITTEN_PER_REPLICA)
+        int | None, doc("Workloads holding quota in this pool." + _WRITTEN_PER_WORKLOAD)
     ] = None
     pending_workloads: Annotated[
-        int | None, doc("Workloads waiting for quota in this pool." + _WRITTEN_PER_REPLICA)
+        int | None, doc("Workloads waiting for quota in this pool." + _WRITTEN_PER_WORKLOAD)
     ] = None
     observed_generation: Annotated[
         int | None, doc("The spec generation this status describes.")
@@ -325,17 +315,11 @@ class CohortSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
     parent: Annotated[
         ObjectName | None,
-        doc(
-            "The cohort this one belongs to; its members then share with the parent's."
-            + APPLIED_TO_ACTORS
-        ),
+        doc("The cohort this one belongs to; its members then share with the parent's."),
     ] = None
     quotas: Annotated[
         _QuotaList | None,
-        doc(
-            "Quota the cohort owns, lent to its members (same shape as a pool's)."
-            + APPLIED_TO_ACTORS
-        ),
+        doc("Quota the cohort owns, lent to its members (same shape as a pool's)."),
     ] = None
 
 

@@ -118,6 +118,21 @@ NEEDED = {("asya.sh", "asyncactors", verb) for verb in ("get", "list", "watch", 
     ("asya.sh", "asyncactors/status", "patch"),
     ("asya.sh", "resourceflavors", "get"),
     ("asya.sh", "asyncactors/finalizers", "update"),
+    ("asya.sh", "actorgroups", "get"),
+    ("asya.sh", "actorgroups", "list"),
+    ("asya.sh", "actorgroups", "watch"),
+    ("asya.sh", "actorgroups", "patch"),
+    ("asya.sh", "actorgroups/status", "patch"),
+    ("asya.sh", "actorgroups/finalizers", "update"),
+    ("apps", "statefulsets", "create"),
+    ("apps", "statefulsets", "patch"),
+    ("apps", "statefulsets", "list"),
+    ("apps", "statefulsets", "watch"),
+    ("apps", "statefulsets", "delete"),
+    ("", "services", "list"),
+    ("", "services", "create"),
+    ("", "services", "patch"),
+    ("", "services", "delete"),
     ("asya.sh", "resourcepools", "list"),
     ("asya.sh", "resourcepools/status", "patch"),
     ("asya.sh", "resourcepools", "watch"),
@@ -136,15 +151,18 @@ NEEDED = {("asya.sh", "asyncactors", verb) for verb in ("get", "list", "watch", 
 }
 
 
-def test_the_cluster_role_grants_what_the_operator_calls_and_deletes_only_what_it_owns():
+def test_the_cluster_role_grants_what_the_operator_calls_and_deletes_only_what_it_makes():
     granted = rules(rendered(OPERATOR_CHART, {}))
 
     assert granted >= NEEDED
     assert not {rule for rule in granted if "*" in rule}
-    # Delete only where owner references need it (OwnerReferencesPermissionEnforcement).
+    # Delete only where owner references need it (OwnerReferencesPermissionEnforcement), and a
+    # gang instance's objects when it loses its quota.
     deletable = {rule[:2] for rule in granted if rule[2] in ("delete", "deletecollection")}
     assert deletable == {
         ("apps", "deployments"),
+        ("apps", "statefulsets"),
+        ("", "services"),
         ("keda.sh", "scaledobjects"),
         ("keda.sh", "triggerauthentications"),
     }
