@@ -14,6 +14,7 @@ import os
 import secrets
 import sys
 import tempfile
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,18 @@ def _numbers(text: str) -> tuple[float, ...]:
     return values
 
 
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"expected whole numbers separated by commas: {exc}"
+        ) from exc
+    if any(v < 1 for v in sizes):
+        raise argparse.ArgumentTypeError("every batch size must be 1 or more")
+    return sizes
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -83,14 +96,15 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m bench",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
+        description=textwrap.fill(
             "Throughput, latency, CPU and memory of asya against its peers, on one broker, in"
             " one run. Every contender gets the same publisher, sink, payload size, in-flight"
             " budget per hop and warm-up; persistent messages and publisher confirms for all."
-            " Run it with nothing else on the machine; compare ratios, not absolute figures.\n\n"
-            f"contenders:\n{contender_lines}\n\n"
-            "Peers that are not installed are skipped, saying so: pip install -e '.[bench]'."
-        ),
+            " Run it with nothing else on the machine; compare ratios, not absolute figures.",
+            width=80,
+        )
+        + f"\n\ncontenders:\n{contender_lines}\n\n"
+        + "Peers that are not installed are skipped, saying so: pip install -e '.[bench]'.",
     )
     p.add_argument(
         "--broker",
@@ -113,7 +127,9 @@ def parser() -> argparse.ArgumentParser:
         metavar="T,T",
         help="quorum, classic or both (default: quorum,classic); every contender on each",
     )
-    p.add_argument("--hops", type=_positive, default=3, help="hops in the pipeline (3)")
+    p.add_argument(
+        "--hops", type=_positive, default=3, metavar="N", help="hops of trivial handlers (3)"
+    )
     p.add_argument(
         "--payload-bytes", type=int, default=256, metavar="N", help="padding in each payload (256)"
     )
@@ -150,16 +166,31 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--batch-sizes",
-        default="1,8,32",
+        type=_sizes,
+        default=(1, 8, 32),
         metavar="B,B",
         help="batch sizes of the batching run through the pods ('' to skip) (1,8,32)",
     )
     p.add_argument(
-        "--batch-fixed-ms", type=float, default=50.0, help="a batch call's fixed cost (50)"
+        "--batch-fixed-ms",
+        type=float,
+        default=50.0,
+        metavar="MS",
+        help="fixed cost of one call of the batch actor, slept (50)",
     )
-    p.add_argument("--batch-item-ms", type=float, default=0.5, help="its cost per item (0.5)")
     p.add_argument(
-        "--batch-wait-ms", type=int, default=20, help="batch_wait_ms of the batch actor (20)"
+        "--batch-item-ms",
+        type=float,
+        default=0.5,
+        metavar="MS",
+        help="its cost per item in the batch, slept (0.5)",
+    )
+    p.add_argument(
+        "--batch-wait-ms",
+        type=int,
+        default=20,
+        metavar="MS",
+        help="batch_wait_ms of the batch actor: longest wait for a batch to fill (20)",
     )
     p.add_argument(
         "--batch-rounds",
@@ -180,14 +211,14 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         metavar="PATH",
-        help="where to write the JSON (default: bench/results/DATE-NcoresJSON, e.g."
+        help=f"where to write the JSON (default: bench/results/DATE-Ncores.json, here"
         f" {default_output()})",
     )
     return p
 
 
 def config_from(args: argparse.Namespace) -> Config:
-    sizes = tuple(int(v) for v in args.batch_sizes.split(",") if v.strip())
+    sizes = args.batch_sizes
     return Config(
         url=args.broker,
         contenders=args.contenders,
