@@ -157,12 +157,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--rates",
         type=_numbers,
-        default=(50.0, 200.0),
+        default=(20.0, 100.0),
         metavar="R,R",
-        help="light rates, messages per second, for end-to-end latency p50/p99 (50,200)",
+        help="light rates, messages per second, for end-to-end latency p50/p99; keep them"
+        " under every contender's saturation (20,100)",
     )
     p.add_argument(
-        "--light-count", type=_positive, default=300, metavar="N", help="messages per rate (300)"
+        "--light-count", type=_positive, default=200, metavar="N", help="messages per rate (200)"
     )
     p.add_argument(
         "--batch-sizes",
@@ -304,6 +305,8 @@ async def run(config: Config) -> dict[str, Any]:
     for name, why in skipped.items():
         say(f"bench: {name} skipped: {why}")
     chosen = [n for n in config.contenders if n not in skipped]
+    # Read before the first contender: the code, versions and machine measured, as they were.
+    described = await describe(config.url)
     connection = await aio_pika.connect_robust(
         config.url, client_properties={"connection_name": "bench"}
     )
@@ -322,7 +325,8 @@ async def run(config: Config) -> dict[str, Any]:
     finally:
         await connection.close()
     return {
-        **await describe(config.url, runner.broker_pid),
+        **described,
+        "broker": {**described["broker"], "cpu_measured": runner.broker_pid is not None},
         "settings": _settings(config),
         "skipped": skipped,
         "runs": runs,

@@ -63,9 +63,9 @@ async def broker_version(url: str) -> str:
         return version.decode() if isinstance(version, bytes) else str(version)
 
 
-async def describe(url: str, broker_pid: int | None) -> dict[str, Any]:
+async def describe(url: str) -> dict[str, Any]:
     return {
-        "finished_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": {
             "cpus": os.cpu_count(),
             "platform": platform.platform(),
@@ -73,5 +73,5 @@ async def describe(url: str, broker_pid: int | None) -> dict[str, Any]:
         },
         "asya": commit(),
         "versions": versions(),
-        "broker": {"version": await broker_version(url), "cpu_measured": broker_pid is not None},
+        "broker": {"version": await broker_version(url)},
     }
