@@ -17,6 +17,7 @@ import json
 import math
 import random
 import time
+from typing import Any
 
 from asya.admission.model import load_scenario
 from asya.admission.scheduler import simulate
@@ -25,7 +26,7 @@ POOLS = 100
 COHORTS = 10
 
 
-def build(size: int, rng: random.Random) -> dict:
+def build(size: int, rng: random.Random) -> dict[str, Any]:
     """A scenario of `size` pending workloads whose total CPU is about twice the quota."""
     per_pool_cpu = size * 5 // POOLS  # workloads ask 10 CPU on average: quota for ~half
     pools = []
@@ -79,7 +80,7 @@ def build(size: int, rng: random.Random) -> dict:
     return {"pools": pools, "workloads": workloads}
 
 
-def measure(size: int, seed: int, repeat: int) -> dict:
+def measure(size: int, seed: int, repeat: int) -> dict[str, Any]:
     scenario = load_scenario(build(size, random.Random(seed)))
     timings = []
     for _ in range(repeat):

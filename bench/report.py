@@ -1,0 +1,139 @@
+"""The results as a readable table, the ratios asya / peer, and the JSON written to disk."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from bench.contenders import ASYA, PEERS
+
+_ENVIRONMENT_ROLES = ("broker", "bench")
+
+
+def to_json(results: dict[str, Any]) -> str:
+    return json.dumps(results, indent=2) + "\n"
+
+
+def progress(measured: dict[str, Any]) -> str:
+    """One line about a finished contender run, for stderr."""
+    line = f"{measured['saturation']['per_s']:.0f} msgs/s"
+    for light in measured.get("light", []):
+        line += f"; at {light['rate_per_s']:g}/s p50 {light['p50_ms']} ms p99 {light['p99_ms']} ms"
+    delivery = measured["delivery"]
+    lost = delivery["sent"] - delivery["arrived"]
+    return line + (f"; {lost} not delivered" if lost else "; all delivered once")
+
+
+def ratios(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Throughput of each asya contender over each other contender, per queue type."""
+    by_type: dict[str, dict[str, float]] = {}
+    for run in runs:
+        if "saturation" in run:
+            by_type.setdefault(run["queue_type"], {})[run["contender"]] = run["saturation"]["per_s"]
+    found: dict[str, dict[str, float]] = {}
+    for queue_type, rates in by_type.items():
+        pairs = {
+            f"{mine} / {other}": round(rates[mine] / rates[other], 3)
+            for mine in ASYA
+            if mine in rates
+            for other in _compared_with(mine)
+            if other in rates
+        }
+        if pairs:
+            found[queue_type] = pairs
+    return found
+
+
+def _compared_with(mine: str) -> list[str]:
+    # Every peer, and the asya contenders after this one (pods / serve, not serve / pods too).
+    return [*ASYA[ASYA.index(mine) + 1 :], *PEERS]
+
+
+def table(results: dict[str, Any]) -> str:
+    settings = results["settings"]
+    asya = results["asya"]
+    commit = (asya["commit"] or "unknown")[:10] + (
+        " (uncommitted changes)" if asya["dirty"] else ""
+    )
+    lines = [
+        f"asya bench: {settings['hops']} hops, {settings['payload_bytes']}-byte payloads,"
+        f" {settings['inflight_per_hop']} in flight per hop, persistent, publisher confirms;"
+        f" {settings['saturation_messages']} messages at saturation;"
+        f" {results['machine']['cpus']} cores; RabbitMQ {results['broker']['version']};"
+        f" asya {commit}",
+        "",
+    ]
+    lines += _throughput(results["runs"], settings["light_rates_per_s"])
+    lines += ["", "ratios of throughput (same queue type, same run):"]
+    for queue_type, pairs in results["ratios"].items():
+        lines.append(f"  {queue_type:8} " + "   ".join(f"{k} {v:.2f}" for k, v in pairs.items()))
+    lines += ["", "CPU ms per message at saturation, by role; peak RSS MiB:"]
+    lines += _resources(results["runs"])
+    for name, why in results["skipped"].items():
+        lines.append(f"skipped {name}: {why}")
+    notes = sorted({f"{r['contender']}: {n}" for r in results["runs"] for n in r.get("notes", [])})
+    lines += [f"note: {n}" for n in notes]
+    if results["batching"]:
+        lines.append("")
+    for queue_type, batching in results["batching"].items():
+        lines.append(_batching(queue_type, batching))
+    return "\n".join(lines)
+
+
+def _throughput(runs: Iterable[dict[str, Any]], rates: Sequence[float]) -> list[str]:
+    header = f"{'queue':8} {'contender':14} {'msgs/s':>8}"
+    for rate in rates:
+        header += f" {f'p50@{rate:g}/s':>11} {f'p99@{rate:g}/s':>11}"
+    lines = [header + "  (latency ms, end to end)"]
+    for run in runs:
+        row = f"{run['queue_type']:8} {run['contender']:14}"
+        if "error" in run:
+            lines.append(row + " FAILED: " + run["error"].splitlines()[0])
+            continue
+        row += f" {run['saturation']['per_s']:8.1f}"
+        for light in run["light"]:
+            row += f" {light['p50_ms']:11.2f} {light['p99_ms']:11.2f}"
+        delivery = run["delivery"]
+        if delivery["arrived"] != delivery["sent"] or delivery["duplicates"]:
+            row += f"  DELIVERY: {delivery}"
+        lines.append(row)
+    return lines
+
+
+def _resources(runs: Iterable[dict[str, Any]]) -> list[str]:
+    lines = []
+    for run in runs:
+        if "error" in run:
+            continue
+        per = run["cpu_ms_per_message"]
+        own = {r: v for r, v in per.items() if r not in _ENVIRONMENT_ROLES}
+        parts = [f"{role} {value:.3f}" for role, value in own.items()]
+        total = sum(own.values())
+        env = [f"{role} {per[role]:.3f}" for role in _ENVIRONMENT_ROLES if role in per]
+        rss = ", ".join(f"{role} {mib:.0f}" for role, mib in run["peak_rss_mib"].items())
+        lines.append(
+            f"  {run['queue_type']:8} {run['contender']:14} total {total:.3f} ({', '.join(parts)});"
+            f" {', '.join(env)} | RSS {rss}"
+        )
+    return lines
+
+
+def _batching(queue_type: str, batching: dict[str, Any]) -> str:
+    sizes = []
+    for size in batching["sizes"]:
+        if "saturation" in size:
+            sizes.append(
+                f"batch {size['batch']}: {size['saturation']['per_s']:.1f}/s"
+                f" (ideal {size['ideal_per_s']:.1f})"
+            )
+        else:
+            sizes.append(f"batch {size['batch']}: FAILED")
+    ratio = batching["ratio_largest_to_smallest"]
+    done = [s["batch"] for s in batching["sizes"]]
+    head = (
+        f"batching through the pods ({queue_type}; a call costs"
+        f" {batching['fixed_ms']:g} ms + {batching['item_ms']:g} ms per item): "
+    )
+    tail = f"; batch {max(done)} vs {min(done)}: {ratio:.1f}x" if ratio is not None else ""
+    return head + ", ".join(sizes) + tail
