@@ -1,16 +1,20 @@
-"""A test-only kubelet: each replica of a Deployment in the emulator becomes real local processes.
+"""A test-only kubelet: each replica of a Deployment or StatefulSet in the emulator becomes real
+local processes.
 
-Test-only: part of the cluster stand-in, never shipped. It watches Deployments through
-the emulator's API (a real WATCH stream, as a kubelet or a controller does), keeps
-`spec.replicas` pods running per Deployment, probes them, and merge-patches the Deployment's
-`status` (`replicas`, `readyReplicas`, `availableReplicas`, `observedGeneration`).
+Test-only: part of the cluster stand-in, never shipped. It watches Deployments and StatefulSets
+through the emulator's API (real WATCH streams, as a kubelet or a controller does), keeps
+`spec.replicas` pods running per workload, probes them, and merge-patches the workload's
+`status` (`replicas`, `readyReplicas`, `availableReplicas`, `observedGeneration`). A
+StatefulSet's pods are `<name>-<ordinal>`, carry the `apps.kubernetes.io/pod-index` label, and
+scaling down stops the highest ordinals first, as Kubernetes' StatefulSet controller does.
 
 How a pod is mapped onto this machine (the "image" is this venv; `image` is ignored):
 - **command**: `python` is `sys.executable`; any other command (`asya-sidecar`) is the script of
   that name beside `sys.executable` (the venv's `bin/`). `args` follow as given.
 - **env**: exactly the container's `env`: `value`s; `secretKeyRef` read from the emulator's
-  Secret (`data`, base64); `fieldRef` for `metadata.name`/`metadata.namespace` (the pod's) and
-  `status.podIP` (127.0.0.1). The only additions are the image's own: `PATH`, `HOME`, `LANG`
+  Secret (`data`, base64); `fieldRef` for `metadata.name`/`metadata.namespace` (the pod's),
+  `metadata.labels['...']` (the pod's labels: the template's, plus a StatefulSet pod's index)
+  and `status.podIP` (127.0.0.1). The only additions are the image's own: `PATH`, `HOME`, `LANG`
   from this process, and `PYTHONPATH` = `image_paths` (the test's handler dirs) plus this
   process's `PYTHONPATH`. Nothing else leaks from the test's environment. `envFrom` is not
   supported (a clear error).
@@ -26,7 +30,8 @@ How a pod is mapped onto this machine (the "image" is this venv; `image` is igno
   `terminationGracePeriodSeconds` (30 s, Kubernetes' default, when unset).
 - **logs**: each container's stdout and stderr go to `<log_dir>/<pod>.<container>.log`.
 
-Processes start in the pod's volume directory. Pods are named `<deployment>-<n>`.
+Processes start in the pod's volume directory. A Deployment's pods are named `<deployment>-<n>`
+(n counts every pod this kubelet started).
 """
 
 from __future__ import annotations
@@ -53,6 +58,9 @@ import aiohttp
 _log = logging.getLogger(__name__)
 
 HEALTH_PORT_ENV = "ASYA_HEALTH_PORT"
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+WORKLOADS = {"Deployment": "deployments", "StatefulSet": "statefulsets"}
+"""The kinds whose pods this kubelet runs, and their plural in the API's paths."""
 DEFAULT_GRACE_S = 30
 _IMAGE_ENV = ("PATH", "HOME", "LANG")
 
@@ -66,6 +74,7 @@ class Pod:
     dir: Path
     health_port: int
     grace_s: float
+    labels: dict[str, str] = field(default_factory=dict)
     processes: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
     ready: bool = False
 
@@ -106,9 +115,9 @@ class Kubelet:
         self._image_paths = list(image_paths)
         self._probe_interval_s = probe_interval_s
         self._root = Path(tempfile.mkdtemp(prefix="kubelet-"))
-        self._deployments: dict[tuple[str, str], dict[str, Any]] = {}
-        self._pods: dict[tuple[str, str], list[Pod]] = {}
-        self._written: dict[tuple[str, str], dict[str, int]] = {}
+        self._workloads: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._pods: dict[tuple[str, str, str], list[Pod]] = {}
+        self._written: dict[tuple[str, str, str], dict[str, int]] = {}
         self._stopping: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Event()
         self._synced = asyncio.Condition()
@@ -117,9 +126,9 @@ class Kubelet:
         self._serial = 0
         self._started: list[asyncio.subprocess.Process] = []
 
-    def pods(self, namespace: str, deployment: str) -> list[Pod]:
-        """The running pods of a Deployment (not those being stopped)."""
-        return list(self._pods.get((namespace, deployment), ()))
+    def pods(self, namespace: str, deployment: str, kind: str = "Deployment") -> list[Pod]:
+        """The running pods of a Deployment or StatefulSet (not those being stopped)."""
+        return list(self._pods.get((kind, namespace, deployment), ()))
 
     def all_processes(self) -> list[asyncio.subprocess.Process]:
         """Every process this kubelet started that has not exited yet (pods stopping included)."""
@@ -138,7 +147,10 @@ class Kubelet:
     async def __aenter__(self) -> Kubelet:
         self._session = aiohttp.ClientSession()
         self._tasks = [
-            asyncio.create_task(self._watch(), name="kubelet watch"),
+            *(
+                asyncio.create_task(self._watch(kind), name=f"kubelet watch {kind}")
+                for kind in WORKLOADS
+            ),
             asyncio.create_task(self._sync_loop(), name="kubelet sync"),
         ]
         return self
@@ -158,10 +170,10 @@ class Kubelet:
 
     # --- the API side -------------------------------------------------------------------
 
-    async def _watch(self) -> None:
-        # A WATCH without resourceVersion replays every Deployment as ADDED, then streams.
+    async def _watch(self, kind: str) -> None:
+        # A WATCH without resourceVersion replays every object as ADDED, then streams.
         assert self._session is not None
-        url = f"{self._server}/apis/apps/v1/deployments?watch=true"
+        url = f"{self._server}/apis/apps/v1/{WORKLOADS[kind]}?watch=true"
         async with self._session.get(url, timeout=aiohttp.ClientTimeout(total=None)) as response:
             response.raise_for_status()
             async for line in response.content:
@@ -169,11 +181,11 @@ class Kubelet:
                     continue
                 event = json.loads(line)
                 body = event["object"]
-                key = (body["metadata"]["namespace"], body["metadata"]["name"])
+                key = (kind, body["metadata"]["namespace"], body["metadata"]["name"])
                 if event["type"] == "DELETED":
-                    self._deployments.pop(key, None)
+                    self._workloads.pop(key, None)
                 else:
-                    self._deployments[key] = body
+                    self._workloads[key] = body
                 self._changed.set()
 
     async def _get(self, path: str) -> dict[str, Any]:
@@ -183,10 +195,10 @@ class Kubelet:
             found: dict[str, Any] = await response.json()
             return found
 
-    async def _patch_status(self, key: tuple[str, str], status: dict[str, int]) -> None:
+    async def _patch_status(self, key: tuple[str, str, str], status: dict[str, int]) -> None:
         assert self._session is not None
-        namespace, name = key
-        url = f"{self._server}/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+        kind, namespace, name = key
+        url = f"{self._server}/apis/apps/v1/namespaces/{namespace}/{WORKLOADS[kind]}/{name}"
         headers = {"Content-Type": "application/merge-patch+json"}
         async with self._session.patch(url, json={"status": status}, headers=headers) as response:
             if response.status != 404:  # deleted meanwhile: nothing to report on
@@ -202,20 +214,21 @@ class Kubelet:
                 async with asyncio.timeout(self._probe_interval_s):
                     await self._changed.wait()
             self._changed.clear()
-            for key in list(self._pods.keys() | self._deployments.keys()):
+            for key in list(self._pods.keys() | self._workloads.keys()):
                 await self._sync(key)
             async with self._synced:
                 self._synced.notify_all()
 
-    async def _sync(self, key: tuple[str, str]) -> None:
-        body = self._deployments.get(key)
+    async def _sync(self, key: tuple[str, str, str]) -> None:
+        body = self._workloads.get(key)
         pods = self._pods.setdefault(key, [])
         wanted = 0 if body is None else int(body["spec"].get("replicas", 1))
         while len(pods) > wanted:
-            self._stop_in_background(pods.pop())
+            self._stop_in_background(pods.pop())  # a StatefulSet's highest ordinal first
         while len(pods) < wanted:
             assert body is not None
-            pods.append(await self._start_pod(body))
+            ordinal = len(pods) if key[0] == "StatefulSet" else None
+            pods.append(await self._start_pod(body, ordinal))
         for pod in pods:
             pod.ready = pod.is_running() and await self._is_ready(pod)
         if body is None:
@@ -246,17 +259,24 @@ class Kubelet:
         except (aiohttp.ClientError, TimeoutError):
             return False
 
-    async def _start_pod(self, deployment: dict[str, Any]) -> Pod:
-        meta = deployment["metadata"]
-        spec = deployment["spec"]["template"]["spec"]
+    async def _start_pod(self, workload: dict[str, Any], ordinal: int | None) -> Pod:
+        meta = workload["metadata"]
+        template = workload["spec"]["template"]
+        spec = template["spec"]
         self._serial += 1
-        name = f"{meta['name']}-{self._serial}"
+        labels = dict((template.get("metadata") or {}).get("labels") or {})
+        if ordinal is None:
+            name = f"{meta['name']}-{self._serial}"
+        else:
+            name = f"{meta['name']}-{ordinal}"
+            labels[POD_INDEX_LABEL] = str(ordinal)
         pod = Pod(
             name=name,
             namespace=meta["namespace"],
-            dir=self._root / name,
+            dir=self._root / f"{name}.{self._serial}",
             health_port=_free_port(),
             grace_s=float(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S)),
+            labels=labels,
         )
         volumes = {}
         for volume in spec.get("volumes", ()):
@@ -315,6 +335,7 @@ class Kubelet:
                 "metadata.namespace": pod.namespace,
                 "status.podIP": "127.0.0.1",
             }
+            fields |= {f"metadata.labels['{k}']": v for k, v in pod.labels.items()}
             return fields[source["fieldRef"]["fieldPath"]]
         raise NotImplementedError(f"pod {pod.name}: valueFrom {source} is not supported")
 

@@ -1,0 +1,202 @@
+"""Gangs on the cluster stand-in, with real pods and the real broker: an ActorGroup instance runs
+whole (every member's pods started together, each told its rank), is preempted whole by a
+higher-priority group mid-stream (its pods drain, their envelopes go back to the queues), and
+runs again when the quota frees; every envelope sent is served.
+
+The controller, the stand-in kubelet (StatefulSets too) and the broker run as in the other
+stand-in tests; the test creates only the user's objects and sends envelopes. Quota: three GPUs,
+a count like any other resource. The handlers return their pod's place in the gang
+(`asya.gang.membership`), so the results show what each pod was told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+from asya_operator.controller import registry
+from asya_operator.resources import GROUP, VERSION
+
+from asya import Client
+from asya.envelope import END_LIMITS, decode_envelope
+from asya.transport.records import RecordKind
+from tests.operator.controller_world import GROUPS, STATEFULSETS, condition_of
+from tests.operator.test_standin import WAIT_S, create_broker_secret, wait_for
+
+HANDLERS = """
+import os
+import time
+from asya import actor
+from asya.gang import membership
+
+def place(doc):
+    time.sleep(0.3)
+    me = membership(os.environ)
+    return {**doc, "member": me.member, "rank": me.rank, "size": me.size, "group": me.group}
+
+train_leader = actor(name="train-leader")(place)
+train_worker = actor(name="train-worker")(lambda doc: place(doc))
+urgent_solo = actor(name="urgent-solo")(lambda doc: place(doc))
+"""
+
+
+def gang(name: str, members: dict[str, int], *, priority: int = 0) -> dict[str, Any]:
+    """A group whose members each ask one GPU per replica; handler `<group>_<member>`."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ActorGroup",
+        "metadata": {"name": name},
+        "spec": {
+            "pool": "gpus",
+            "priority": priority,
+            "readinessTimeoutSeconds": 120,
+            "members": [
+                {
+                    "name": member,
+                    "replicas": replicas,
+                    "template": {
+                        "image": "registry.example.com/standin:1",
+                        "handler": f"standin_handlers:{name}_{member}",
+                        "resources": {"gpus": 1},
+                    },
+                }
+                for member, replicas in members.items()
+            ],
+        },
+    }
+
+
+POOL = {
+    "apiVersion": f"{GROUP}/{VERSION}",
+    "kind": "ResourcePool",
+    "metadata": {"name": "gpus"},
+    "spec": {
+        "preemption": {"withinPool": "LowerPriority"},
+        "quotas": [{"flavor": "gpu", "resources": [{"name": "nvidia.com/gpu", "nominal": 3}]}],
+    },
+}
+
+
+def runtime_environ(pod: Any) -> dict[str, str]:
+    """The environment the stand-in kubelet started a pod's runtime process with."""
+    raw = Path(f"/proc/{pod.processes['runtime'].pid}/environ").read_bytes()
+    return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+
+
+def status_of(group: dict[str, Any] | None) -> dict[str, Any]:
+    return (group or {}).get("status") or {}
+
+
+async def test_a_gang_runs_whole_with_its_ranks_is_preempted_whole_and_every_envelope_is_served(
+    cluster,
+    kube,
+    kubelet,
+    run_operator,
+    transport,
+    namespace,
+    amqp_url,
+    actor_names,
+    tmp_path,
+):
+    (tmp_path / "image" / "standin_handlers.py").write_text(textwrap.dedent(HANDLERS))
+    actor_names.update({"train-leader", "train-worker", "urgent-solo"})
+    custom = kubernetes.client.CustomObjectsApi(kube)
+    await create_broker_secret(kube, namespace, amqp_url)
+    flavor = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "gpu"},
+    }
+    for plural, body in (("resourceflavors", {**flavor, "spec": {}}), ("resourcepools", POOL)):
+        await asyncio.to_thread(custom.create_cluster_custom_object, GROUP, VERSION, plural, body)
+    await run_operator(registry)
+    await cluster.watched(GROUPS)
+
+    async def create_group(body: dict[str, Any]) -> None:
+        await asyncio.to_thread(
+            custom.create_namespaced_custom_object, GROUP, VERSION, namespace, "actorgroups", body
+        )
+
+    # 1. The gang: one leader and two workers, three GPUs, all of the pool's.
+    await create_group(gang("train", {"leader": 1, "worker": 2}))
+    running = await wait_for(
+        cluster,
+        GROUPS,
+        namespace,
+        "train",
+        lambda g: status_of(g).get("ready") == 1 and status_of(g).get("observedGeneration"),
+        "the gang admitted whole, every pod ready, its queues declared",
+    )
+    assert condition_of(running, "PodsReady")["status"] == "True"
+    workers = kubelet.pods(namespace, "train-worker-0", "StatefulSet")
+    assert [p.name for p in workers] == ["train-worker-0-0", "train-worker-0-1"]
+    ranks = {
+        p.name: runtime_environ(p)["ASYA_GROUP_MEMBER_INDEX"]
+        for p in [*kubelet.pods(namespace, "train-leader-0", "StatefulSet"), *workers]
+    }
+    assert ranks == {"train-leader-0-0": "0", "train-worker-0-0": "0", "train-worker-0-1": "1"}
+
+    client = Client(transport)
+    sent = {
+        await client.send([member], {"n": n})
+        for n in range(6)
+        for member in ("train-leader", "train-worker")
+    }
+
+    # 2. Mid-stream, a higher-priority group takes two GPUs: the gang cannot keep three, so it
+    # is preempted whole (all its pods stop, none is kept for a partial gang).
+    await create_group(gang("urgent", {"solo": 2}, priority=10))
+    await wait_for(
+        cluster,
+        GROUPS,
+        namespace,
+        "urgent",
+        lambda g: status_of(g).get("observedGeneration"),
+        "the urgent group's queues declared",
+    )
+    sent |= {await client.send(["urgent-solo"], {"n": n}) for n in range(2)}
+    preempted = await wait_for(
+        cluster,
+        GROUPS,
+        namespace,
+        "train",
+        lambda g: condition_of(g or {}, "Preempted").get("status") == "True",
+        "the gang preempted whole",
+    )
+    assert f"{namespace}/urgent[0]" in condition_of(preempted, "Preempted")["message"]
+    for gone in ("train-leader-0", "train-worker-0"):
+        await wait_for(cluster, STATEFULSETS, namespace, gone, lambda o: o is None, f"{gone} gone")
+    await kubelet.wait_until(lambda: not kubelet.pods(namespace, "train-worker-0", "StatefulSet"))
+
+    # 3. The urgent group is done and deleted: the gang runs again and serves the rest.
+    await asyncio.to_thread(
+        custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, "actorgroups", "urgent"
+    )
+    await wait_for(
+        cluster, GROUPS, namespace, "train", lambda g: status_of(g).get("ready") == 1, "back"
+    )
+
+    served: dict[str, dict[str, Any]] = {}
+    try:
+        async with asyncio.timeout(4 * WAIT_S):
+            async for record in transport.records.read(RecordKind.RESULTS, follow=True):
+                envelope = decode_envelope(record.body, END_LIMITS)
+                served[envelope.id] = envelope.payload
+                if sent <= set(served):
+                    break
+    except TimeoutError:
+        pytest.fail(f"{len(sent - set(served))} of {len(sent)} envelopes not served")
+    assert set(served) == sent
+    places = {(p["group"], p["member"], p["rank"], p["size"]) for p in served.values()}
+    assert places <= {
+        ("train", "leader", 0, 3),
+        ("train", "worker", 1, 3),
+        ("train", "worker", 2, 3),
+        ("urgent", "solo", 0, 2),
+        ("urgent", "solo", 1, 2),
+    }
+    assert ("train", "leader", 0, 3) in places
