@@ -232,14 +232,18 @@ def after_pass(
             where = ", ".join(f"{m.name}: {m.replicas} in {m.flavor}" for m in members)
             borrowed = ", borrowing from its cohort" if decision.borrowing else ""
             message = f"admitted whole ({where}){borrowed}"
-            out[index] = _with_state(instance, state, members=members, message=None)
+            out[index] = _with_state(
+                instance, state, members=members, message=None, preempted_by=None
+            )
             changes.append(Change(index, Happened.ADMITTED, message))
             continue
         if instance.phase in HOLDING:
             by = decision.preempted_by or "a workload of higher priority"
             message = f"preempted whole by {by}: {decision.message}"
             queued = GangState(phase=GangPhase.PENDING, evictions=instance.evictions)
-            out[index] = _with_state(instance, queued, members=None, message=message)
+            out[index] = _with_state(
+                instance, queued, members=None, message=decision.message, preempted_by=by
+            )
             changes.append(Change(index, Happened.PREEMPTED, message))
             continue
         out[index] = msgspec.structs.replace(instance, message=decision.message)

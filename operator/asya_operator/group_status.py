@@ -33,9 +33,6 @@ from asya_operator.groups import (
 from asya_operator.resources import BROKER_AMQP_URL_KEY, BROKER_MANAGEMENT_URL_KEY
 from asya_operator.status import Problem, Reason, conditions_at
 
-PREEMPTED_PREFIX: Final = "preempted whole by "
-"""How an instance's message starts while it waits after a preemption (`gangs.after_pass`)."""
-
 
 def find_group_problems(
     group: ActorGroup,
@@ -130,9 +127,10 @@ def plan_group_status(
     else:
         pods = f"{len(ready_now)} admitted instances ready"
         pods_ready = condition("PodsReady", Reason.PODS_READY, pods, is_true=True)
-    preempted_now = [s for s in waiting if (s.message or "").startswith(PREEMPTED_PREFIX)]
+    preempted_now = [s for s in waiting if s.preempted_by is not None]
     if preempted_now:
-        by = f"instance {preempted_now[0].instance} {preempted_now[0].message}"
+        first = preempted_now[0]
+        by = f"instance {first.instance} preempted whole by {first.preempted_by}: {first.message}"
         preempted = condition("Preempted", Reason.PREEMPTED, by, is_true=True)
     else:
         preempted = condition("Preempted", Reason.NOT_PREEMPTED, "none preempted", is_true=False)

@@ -277,6 +277,13 @@ class InstanceStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         doc("When a backing-off instance queues again (RFC 3339).", extra_json_schema=_DATE_TIME),
     ] = None
     message: Annotated[str | None, doc("Why it waits or was evicted, in words.")] = None
+    preempted_by: Annotated[
+        str | None,
+        doc(
+            "The workload that took its quota (`namespace/name[instance]` of a group), while it"
+            " waits to get it back."
+        ),
+    ] = None
 
 
 class ActorGroupStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):

@@ -157,8 +157,15 @@ def test_a_preempted_instance_queues_again_at_once_without_counting_an_eviction(
     after, changes = after_pass(states, {0: lost}, T0 + 5)
 
     assert (after[0].phase, after[0].members, after[0].evictions) == (GangPhase.PENDING, None, 1)
-    assert after[0].message == "preempted whole by ml-a/urgent[0]: insufficient quota"
+    assert (after[0].preempted_by, after[0].message) == ("ml-a/urgent[0]", "insufficient quota")
     assert [c.happened for c in changes] == [Happened.PREEMPTED]
+    assert changes[0].message == "preempted whole by ml-a/urgent[0]: insufficient quota"
+
+    still, _ = after_pass(after, {0: InstanceAdmission(None, message="still no room")}, T0 + 6)
+    back, _ = after_pass(still, {0: InstanceAdmission(WHOLE)}, T0 + 7)
+
+    assert (still[0].preempted_by, still[0].message) == ("ml-a/urgent[0]", "still no room")
+    assert back[0].preempted_by is None
 
 
 def test_a_scale_down_releases_the_instances_beyond_the_new_count():

@@ -65,7 +65,7 @@ def test_an_admitted_instance_not_yet_ready_says_it_is_evicted_if_not_ready_in_t
 
 def test_a_preempted_instance_names_its_preemptor_and_an_evicted_one_its_backoff():
     states = {
-        0: InstanceStatus(instance=0, message="preempted whole by ml-a/urgent[0]: no room"),
+        0: InstanceStatus(instance=0, preempted_by="ml-a/urgent[0]", message="no room"),
         1: InstanceStatus(
             instance=1, phase=GangPhase.BACKING_OFF, evictions=1, message="evicted whole, ..."
         ),
