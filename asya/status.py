@@ -50,7 +50,7 @@ class Source(enum.StrEnum):
 class Kind(enum.StrEnum):
     ACTOR = "actor"
     GROUP = "group"
-    """An ActorGroup: admitted as a gang, not run by the operator yet."""
+    """An ActorGroup: gang instances admitted whole; its queue is its entry (first) member's."""
 
 
 # --- what a running `asya serve` answers on GET /status ------------------------------------
@@ -275,7 +275,11 @@ def rows_from_cluster(
         namespace = body["metadata"].get("namespace")
         counts = queues.get(namespace or "", {}).get(f"asya-{namespace}-{body['metadata']['name']}")
         rows.append(_actor_row(body, pod_list, counts))
-    rows.extend(_group_row(body) for body in groups)
+    for body in groups:
+        namespace = body["metadata"].get("namespace")
+        members = (body.get("spec") or {}).get("members") or [{}]
+        entry = f"asya-{namespace}-{body['metadata']['name']}-{members[0].get('name')}"
+        rows.append(_group_row(body, queues.get(namespace or "", {}).get(entry)))
     return sorted(rows, key=lambda r: (r.namespace or "", r.kind != Kind.ACTOR, r.name))
 
 
@@ -363,18 +367,37 @@ def _stuck_container(
     return None
 
 
-def _group_row(body: Mapping[str, Any]) -> Row:
+def _group_row(body: Mapping[str, Any], counts: QueueCounts | None) -> Row:
+    """An ActorGroup: its instances (desired, admitted, ready), its entry member's queue, and
+    why the numbers differ, from its conditions."""
     meta, spec = body["metadata"], body.get("spec") or {}
     status = body.get("status") or {}
-    members = ", ".join(m.get("name", "?") for m in spec.get("members") or ())
-    why = f"not run yet: the operator makes no pods for ActorGroups (members: {members})"
-    for condition in status.get("conditions") or ():
-        if condition.get("type") == "Admitted" and condition.get("status") == "False":
-            why += f"; {condition.get('message') or condition.get('reason')}"
+    conditions = {c.get("type"): c for c in status.get("conditions") or ()}
+
+    def holds(kind: str, value: str = "True") -> str | None:
+        condition = conditions.get(kind)
+        if condition is None or condition.get("status") != value:
+            return None
+        return str(condition.get("message") or condition.get("reason") or kind)
+
+    if not conditions:
+        why = "not reconciled yet: no status from the operator"
+    else:
+        why = (
+            holds("Degraded")
+            or holds("Preempted")
+            or holds("Evicted")
+            or _prefixed("waiting for quota: ", holds("Admitted", "False"))
+            or holds("PodsReady", "False")
+            or ""
+        )
     return Row(
         namespace=meta.get("namespace"),
         name=meta["name"],
         kind=Kind.GROUP,
+        queued=None if counts is None else counts.ready,
+        unacked=None if counts is None else counts.unacked,
+        consumers=None if counts is None else counts.consumers,
         desired=status.get("desired", spec.get("replicas")),
         admitted=status.get("admitted"),
         ready=status.get("ready"),
@@ -382,6 +405,10 @@ def _group_row(body: Mapping[str, Any]) -> Row:
         priority=spec.get("priority"),
         why=why,
     )
+
+
+def _prefixed(prefix: str, text: str | None) -> str | None:
+    return None if text is None else prefix + text
 
 
 # --- rendering --------------------------------------------------------------------------------

@@ -112,7 +112,7 @@ async def test_actors_and_groups_of_a_namespace_are_rows_with_their_queues_and_w
     assert score.queued is not None
     assert score.why == "waiting for quota: 1 of 2 replicas admitted: no quota left in pool gpus"
     assert (rag.name, rag.kind, rag.pool) == ("rag", Kind.GROUP, "gpus")
-    assert rag.why.startswith("not run yet")
+    assert rag.why == "not reconciled yet: no status from the operator"  # no operator runs here
 
 
 async def test_a_missing_broker_secret_leaves_depths_unknown_and_a_note_names_it(

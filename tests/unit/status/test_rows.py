@@ -346,7 +346,7 @@ def test_an_actor_without_readable_queues_shows_them_unknown():
     assert (row.queued, row.unacked) == (None, None)
 
 
-def test_an_actor_group_is_a_row_that_is_not_run_yet_and_lists_its_members():
+def test_an_actor_group_is_a_row_of_instances_with_its_entry_queue_and_why_it_waits():
     group = {
         "metadata": {"name": "rag", "namespace": "team"},
         "spec": {
@@ -355,19 +355,52 @@ def test_an_actor_group_is_a_row_that_is_not_run_yet_and_lists_its_members():
             "pool": "gpus",
             "priority": 5,
         },
+        "status": {
+            "desired": 2,
+            "admitted": 1,
+            "ready": 1,
+            "conditions": [
+                {"type": "Admitted", "status": "False", "message": "1 of 2 instances admitted"},
+                {"type": "PodsReady", "status": "True", "message": "1 admitted instances ready"},
+                {"type": "Degraded", "status": "False", "message": "nothing missing"},
+            ],
+        },
     }
+    queues = {"team": {"asya-team-rag-retrieve": QueueCounts(ready=7, unacked=2, consumers=3)}}
 
-    [row] = rows_from_cluster([], [group], [], {})
+    [row] = rows_from_cluster([], [group], [], queues)
 
     assert row == Row(
         namespace="team",
         name="rag",
         kind=Kind.GROUP,
+        queued=7,
+        unacked=2,
+        consumers=3,
         desired=2,
+        admitted=1,
+        ready=1,
         pool="gpus",
         priority=5,
-        why="not run yet: the operator makes no pods for ActorGroups (members: retrieve, generate)",
+        why="waiting for quota: 1 of 2 instances admitted",
     )
+
+
+def test_an_actor_group_says_first_that_it_was_preempted_or_evicted():
+    conditions = [
+        {"type": "Admitted", "status": "False", "message": "0 of 1 instances admitted"},
+        {"type": "Evicted", "status": "True", "message": "instance 0 evicted whole"},
+        {"type": "Preempted", "status": "True", "message": "instance 0 preempted whole by x"},
+    ]
+    group = {"metadata": {"name": "rag", "namespace": "team"}, "spec": {}, "status": {}}
+    group["status"]["conditions"] = conditions
+
+    [preempted] = rows_from_cluster([], [group], [], {})
+    group["status"]["conditions"] = conditions[:2]
+    [evicted] = rows_from_cluster([], [group], [], {})
+
+    assert preempted.why == "instance 0 preempted whole by x"
+    assert evicted.why == "instance 0 evicted whole"
 
 
 def test_a_secret_value_is_decoded_from_base64_and_absent_keys_are_none():
