@@ -7,7 +7,9 @@ the stand-in KEDA and the stand-in kubelet run as in the single-actor headline t
 creates only the user's objects and sends envelopes:
 
 1. a burst on team-a's actor while team-b is idle: KEDA asks for 2, the pool admits 1 of its
-   own and borrows team-b's idle GPU;
+   own and borrows team-b's idle GPU (team-a's handler holds its envelopes until step 3 is
+   seen, so its queue cannot drain before the reclaim and the preemption happen: the test
+   waits for them, not for a race against the queue);
 2. a burst on team-b's actor: team-b takes its GPU back (team-a's borrowed replica is
    preempted, its pod drained);
 3. envelopes for team-a's urgent actor: it preempts team-a's own lower-priority replica.
@@ -42,14 +44,25 @@ from tests.operator.test_standin import (
 )
 
 HANDLERS = """
+import os
 import time
 from asya import actor
+
+GATE = {gate!r}
 
 def work(doc):
     time.sleep(0.5)
     return doc
 
-a_work = actor(name="a-work")(work)
+def gated(doc):
+    # Team-a's envelopes are held here while the gate file exists, so its queue cannot drain
+    # before the reclaim and the preemption the test waits for (bounded: never for ever).
+    deadline = time.monotonic() + 120
+    while os.path.exists(GATE) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return work(doc)
+
+a_work = actor(name="a-work")(gated)
 b_work = actor(name="b-work")(lambda doc: work(doc))
 a_urgent = actor(name="a-urgent")(lambda doc: work(doc))
 """
@@ -161,7 +174,10 @@ async def test_two_teams_borrow_reclaim_and_preempt_gpus_and_every_envelope_is_s
     actor_names,
     tmp_path,
 ):
-    (tmp_path / "image" / "standin_handlers.py").write_text(textwrap.dedent(HANDLERS))
+    gate = tmp_path / "hold-team-a"
+    gate.touch()
+    handlers = textwrap.dedent(HANDLERS).replace("{gate!r}", repr(str(gate)))
+    (tmp_path / "image" / "standin_handlers.py").write_text(handlers)
     actor_names.update({TEAM_A, TEAM_B, URGENT})
     custom = kubernetes.client.CustomObjectsApi(kube)
 
@@ -222,8 +238,8 @@ async def test_two_teams_borrow_reclaim_and_preempt_gpus_and_every_envelope_is_s
         )
         assert int(reclaimed["status"]["admittedReplicas"]) <= 1
 
-        # 3. team-a's urgent actor preempts team-a's own lower-priority replica (topped up
-        # first, so that it still has work and a replica when the urgent envelopes come).
+        # 3. team-a's urgent actor preempts team-a's own lower-priority replica (team-a still
+        # holds its envelopes, so it still has work and a replica when the urgent ones come).
         sent |= {await client.send([TEAM_A], {"n": n}) for n in range(30, 50)}
         sent |= {await client.send([URGENT], {"n": n}) for n in range(4)}
         await until(cluster, namespace, URGENT, admitted(1), "urgent admitted")
@@ -237,6 +253,7 @@ async def test_two_teams_borrow_reclaim_and_preempt_gpus_and_every_envelope_is_s
         assert int(preempted["status"]["admittedReplicas"]) == 0
 
         # Every envelope is served, the preempted ones after their replicas come back.
+        gate.unlink()
         results: set[str] = set()
         try:
             async with asyncio.timeout(4 * WAIT_S):
