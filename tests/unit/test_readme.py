@@ -7,6 +7,7 @@ from pathlib import Path
 
 from asya.envelope import Limits, Reason
 from asya.settings import (
+    GangSettings,
     ProcessSettings,
     RuntimeSettings,
     SidecarSettings,
@@ -58,7 +59,14 @@ def _default(cell: str) -> object:
 
 
 def test_the_settings_table_lists_every_variable_with_its_default():
-    groups = (Limits, TransportSettings, SidecarSettings, RuntimeSettings, ProcessSettings)
+    groups = (
+        Limits,
+        TransportSettings,
+        SidecarSettings,
+        RuntimeSettings,
+        ProcessSettings,
+        GangSettings,
+    )
     actual = {
         s.variable: s.default
         if isinstance(s.default, bool) or not isinstance(s.default, int | float)
