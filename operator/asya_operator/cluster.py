@@ -17,7 +17,7 @@ import base64
 import dataclasses
 import os
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -180,55 +180,57 @@ def _live(custom: CustomObjectsApi, namespace: str, plural: str) -> list[dict[st
 def apply_object(api: kubernetes.client.ApiClient, body: dict[str, Any]) -> dict[str, Any]:
     """Create or update `body` (a Deployment, StatefulSet, Service or KEDA object) as planned;
     the stored object."""
+    meta = body["metadata"]
     if body["kind"] == "Service":
-        return _apply_service(api, body)
+        core = CoreV1Api(api)
+
+        def patch() -> Any:
+            return core.patch_namespaced_service(
+                meta["name"], meta["namespace"], body, **_APPLY_OPTIONS
+            )
+
+        def create() -> Any:
+            # The client takes a plain dict as a body too.
+            return core.create_namespaced_service(meta["namespace"], body, **_CREATE_OPTIONS)  # type: ignore[arg-type]
+
+        stored: dict[str, Any] = api.sanitize_for_serialization(_apply(patch, create))  # type: ignore[no-untyped-call]
+        return stored
     custom = CustomObjectsApi(api)
     group, version = _split(body["apiVersion"])
-    plural = _PLURALS[body["kind"]]
-    meta = body["metadata"]
-    try:
-        applied: dict[str, Any] = custom.patch_namespaced_custom_object(  # type: ignore[assignment]
-            group,
-            version,
-            meta["namespace"],
-            plural,
-            meta["name"],
-            body,
-            field_manager=FIELD_MANAGER,
-            force=True,
-            _content_type=_APPLY,
-        )
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-        applied = custom.create_namespaced_custom_object(  # type: ignore[assignment]
-            group, version, meta["namespace"], plural, body, field_manager=FIELD_MANAGER
-        )
+    where = (group, version, meta["namespace"], _PLURALS[body["kind"]])
+
+    def patch_custom() -> Any:
+        return custom.patch_namespaced_custom_object(*where, meta["name"], body, **_APPLY_OPTIONS)
+
+    def create_custom() -> Any:
+        return custom.create_namespaced_custom_object(*where, body, **_CREATE_OPTIONS)
+
+    applied: dict[str, Any] = _apply(patch_custom, create_custom)
     return applied
 
 
-def _apply_service(api: kubernetes.client.ApiClient, body: dict[str, Any]) -> dict[str, Any]:
-    core = CoreV1Api(api)
-    meta = body["metadata"]
+_APPLY_OPTIONS: Final[dict[str, Any]] = {
+    "field_manager": FIELD_MANAGER,
+    "force": True,
+    "_content_type": _APPLY,
+}
+_CREATE_OPTIONS: Final[dict[str, Any]] = {"field_manager": FIELD_MANAGER}
+
+
+def _apply(patch: Callable[[], Any], create: Callable[[], Any]) -> Any:
+    """Server-side apply; where the server cannot apply to a missing object (404), create it,
+    and if another writer created it in between (409), apply again."""
     try:
-        applied = core.patch_namespaced_service(
-            meta["name"],
-            meta["namespace"],
-            body,
-            field_manager=FIELD_MANAGER,
-            force=True,
-            _content_type=_APPLY,
-        )
+        return patch()
     except ApiException as exc:
         if exc.status != 404:
             raise
-        applied = core.create_namespaced_service(
-            meta["namespace"],
-            body,  # type: ignore[arg-type]  # the client takes a plain dict as a body too
-            field_manager=FIELD_MANAGER,
-        )
-    stored: dict[str, Any] = api.sanitize_for_serialization(applied)  # type: ignore[no-untyped-call]
-    return stored
+    try:
+        return create()
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    return patch()
 
 
 def apply_objects(

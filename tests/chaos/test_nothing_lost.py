@@ -93,6 +93,8 @@ async def test_kill_9_of_the_sidecar_mid_stream_loses_nothing(pods, transport, f
     assert {e.status.phase for e in finals.envelopes} == {Phase.SUCCEEDED}
 
 
+# Its waits allow a restart and reconnection 180 s: the suite's 60 s would cut them short.
+@pytest.mark.timeout(240)
 async def test_a_broker_restart_mid_stream_loses_nothing(broker, pods, transport, finals):
     if broker.kind == "env":
         pytest.skip("the broker given by ASYA_TEST_AMQP_URL cannot be restarted from here")

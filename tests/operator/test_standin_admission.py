@@ -1,22 +1,23 @@
 """Quota, borrowing, reclaim and preemption on the cluster stand-in, with real pods and broker.
 
 Two teams share one cohort of GPUs (a count, as any resource): pool team-a and pool team-b have
-one `nvidia.com/gpu` each and may lend it while idle. Each team runs an actor that wants up to
-two replicas of one GPU; team-a also has an urgent actor at a higher priority. The controller,
+one `nvidia.com/gpu` each and may lend it while idle. Each team runs a pipeline of two actors: a
+CPU step without quota (`a-prep`, `b-prep`), then a GPU step that wants up to two replicas of
+one GPU in its team's pool; team-a also has an urgent actor at a higher priority. The controller,
 the stand-in KEDA and the stand-in kubelet run as in the single-actor headline test; the test
 creates only the user's objects and sends envelopes:
 
 1. a burst on team-a's actor while team-b is idle: KEDA asks for 2, the pool admits 1 of its
-   own and borrows team-b's idle GPU (team-a's handler holds its envelopes until step 3 is
-   seen, so its queue cannot drain before the reclaim and the preemption happen: the test
-   waits for them, not for a race against the queue);
+   own and borrows team-b's idle GPU (the GPU steps hold their envelopes until step 3 is
+   seen, so no queue drains, and no GPU is given back, before the reclaim and the preemption
+   happen: the test waits for them, not for a race against the queues);
 2. a burst on team-b's actor: team-b takes its GPU back (team-a's borrowed replica is
    preempted, its pod drained);
 3. envelopes for team-a's urgent actor: it preempts team-a's own lower-priority replica.
 
-Every envelope sent reaches happy-end (read back from the namespace's results), and a sampler
-checks, all along, that the replicas holding quota never exceed the cohort's two GPUs while
-KEDA at times asks for more.
+Every envelope sent reaches happy-end through its whole pipeline (read back from the
+namespace's results; none fails), and a sampler checks, all along, that the replicas holding
+quota never exceed the cohort's two GPUs while KEDA at times asks for more.
 """
 
 from __future__ import annotations
@@ -55,15 +56,20 @@ def work(doc):
     return doc
 
 def gated(doc):
-    # Team-a's envelopes are held here while the gate file exists, so its queue cannot drain
+    # The GPU steps hold their envelopes here while the gate file exists, so no queue drains
     # before the reclaim and the preemption the test waits for (bounded: never for ever).
     deadline = time.monotonic() + 120
     while os.path.exists(GATE) and time.monotonic() < deadline:
         time.sleep(0.05)
     return work(doc)
 
+def prep(doc):
+    return {**doc, "prepared": True}
+
+a_prep = actor(name="a-prep")(prep)
+b_prep = actor(name="b-prep")(lambda doc: prep(doc))
 a_work = actor(name="a-work")(gated)
-b_work = actor(name="b-work")(lambda doc: work(doc))
+b_work = actor(name="b-work")(lambda doc: gated(doc))
 a_urgent = actor(name="a-urgent")(lambda doc: work(doc))
 """
 
@@ -71,6 +77,8 @@ GPUS = 2
 """The cohort's GPUs: one per pool."""
 
 TEAM_A, TEAM_B, URGENT = "a-work", "b-work", "a-urgent"
+PREP_A, PREP_B = "a-prep", "b-prep"
+PIPELINE_A, PIPELINE_B = [PREP_A, TEAM_A], [PREP_B, TEAM_B]
 
 
 def pool(name: str, **preemption: str) -> dict[str, Any]:
@@ -82,6 +90,26 @@ def pool(name: str, **preemption: str) -> dict[str, Any]:
             "cohort": "gpus",
             "preemption": {"reclaimWithinCohort": "Any", **preemption},
             "quotas": [{"flavor": "gpu", "resources": [{"name": "nvidia.com/gpu", "nominal": 1}]}],
+        },
+    }
+
+
+def cpu_actor(name: str) -> dict[str, Any]:
+    """A pipeline's first step: no pool, so no quota; from zero to one replica on demand."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "AsyncActor",
+        "metadata": {"name": name},
+        "spec": {
+            "image": "registry.example.com/standin:1",
+            "handler": f"standin_handlers:{name.replace('-', '_')}",
+            "scaling": {
+                "minReplicas": 0,
+                "maxReplicas": 1,
+                "queueLength": 5,
+                "pollingInterval": 1,
+                "cooldownPeriod": 2,
+            },
         },
     }
 
@@ -162,6 +190,9 @@ def preempted_by(preemptor: str) -> Any:
     return check
 
 
+# Longer than the suite's 60 s: three phases of real pods, then some 60 envelopes at 0.5 s each
+# on at most two GPUs; every wait inside is bounded on its own.
+@pytest.mark.timeout(300)
 async def test_two_teams_borrow_reclaim_and_preempt_gpus_and_every_envelope_is_served(
     cluster,
     kube,
@@ -174,11 +205,11 @@ async def test_two_teams_borrow_reclaim_and_preempt_gpus_and_every_envelope_is_s
     actor_names,
     tmp_path,
 ):
-    gate = tmp_path / "hold-team-a"
+    gate = tmp_path / "hold-the-gpu-steps"
     gate.touch()
     handlers = textwrap.dedent(HANDLERS).replace("{gate!r}", repr(str(gate)))
     (tmp_path / "image" / "standin_handlers.py").write_text(handlers)
-    actor_names.update({TEAM_A, TEAM_B, URGENT})
+    actor_names.update({PREP_A, PREP_B, TEAM_A, TEAM_B, URGENT})
     custom = kubernetes.client.CustomObjectsApi(kube)
 
     async def create(plural: str, body: dict[str, Any], *, namespaced: bool = False) -> None:
@@ -201,12 +232,14 @@ async def test_two_teams_borrow_reclaim_and_preempt_gpus_and_every_envelope_is_s
     await run_operator(registry)
     await cluster.watched(ACTORS)
     for body in (
+        cpu_actor(PREP_A),
+        cpu_actor(PREP_B),
         gpu_actor(TEAM_A, "team-a"),
         gpu_actor(TEAM_B, "team-b"),
         gpu_actor(URGENT, "team-a", priority=10, most=1),
     ):
         await create("asyncactors", body, namespaced=True)
-    for name in (TEAM_A, TEAM_B, URGENT):
+    for name in (PREP_A, PREP_B, TEAM_A, TEAM_B, URGENT):
         await wait_for(
             cluster,
             ACTORS,
@@ -220,14 +253,14 @@ async def test_two_teams_borrow_reclaim_and_preempt_gpus_and_every_envelope_is_s
     client = Client(transport)
     try:
         # 1. team-b idle: team-a's actor borrows its GPU.
-        sent = {await client.send([TEAM_A], {"n": n}) for n in range(30)}
+        sent = {await client.send(PIPELINE_A, {"n": n}) for n in range(30)}
         held = await until(cluster, namespace, TEAM_A, admitted(2), "team-a borrows")
         reserved = condition_of(held, "QuotaReserved")
         assert reserved["status"] == "True"
         assert "borrowing" in reserved["message"]
 
         # 2. team-b wakes: it reclaims its GPU from team-a.
-        sent |= {await client.send([TEAM_B], {"n": n}) for n in range(12)}
+        sent |= {await client.send(PIPELINE_B, {"n": n}) for n in range(12)}
         await until(cluster, namespace, TEAM_B, admitted(1), "team-b reclaims")
         reclaimed = await until(
             cluster,
@@ -238,9 +271,9 @@ async def test_two_teams_borrow_reclaim_and_preempt_gpus_and_every_envelope_is_s
         )
         assert int(reclaimed["status"]["admittedReplicas"]) <= 1
 
-        # 3. team-a's urgent actor preempts team-a's own lower-priority replica (team-a still
-        # holds its envelopes, so it still has work and a replica when the urgent ones come).
-        sent |= {await client.send([TEAM_A], {"n": n}) for n in range(30, 50)}
+        # 3. team-a's urgent actor preempts team-a's own lower-priority replica (both teams
+        # still hold their envelopes: team-a has work and a replica, team-b its GPU).
+        sent |= {await client.send(PIPELINE_A, {"n": n}) for n in range(30, 50)}
         sent |= {await client.send([URGENT], {"n": n}) for n in range(4)}
         await until(cluster, namespace, URGENT, admitted(1), "urgent admitted")
         preempted = await until(
@@ -258,7 +291,10 @@ async def test_two_teams_borrow_reclaim_and_preempt_gpus_and_every_envelope_is_s
         try:
             async with asyncio.timeout(4 * WAIT_S):
                 async for record in transport.records.read(RecordKind.RESULTS, follow=True):
-                    results.add(decode_envelope(record.body, END_LIMITS).id)
+                    final = decode_envelope(record.body, END_LIMITS)
+                    results.add(final.id)
+                    if final.route.prev[0] in (PREP_A, PREP_B):  # the whole pipeline ran
+                        assert final.payload["prepared"] is True
                     if sent <= results:
                         break
         except TimeoutError:
@@ -266,6 +302,8 @@ async def test_two_teams_borrow_reclaim_and_preempt_gpus_and_every_envelope_is_s
                 f"{len(sent - results)} of {len(sent)} not served: {_standing(cluster, namespace)}"
             )
         assert results == sent
+        failed = [r async for r in transport.records.read(RecordKind.FAILURES)]
+        assert failed == []
     finally:
         sampling.cancel()
         with contextlib.suppress(asyncio.CancelledError):
