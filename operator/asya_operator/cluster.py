@@ -244,15 +244,19 @@ def write_status(
     api: kubernetes.client.ApiClient, namespace: str, name: str, status: dict[str, Any]
 ) -> None:
     """Replace the AsyncActor's status fields with `status` (conditions as a whole list)."""
+    _merge_status(api, ACTORS_PLURAL, namespace, name, status)
+
+
+def _merge_status(
+    api: kubernetes.client.ApiClient,
+    plural: str,
+    namespace: str,
+    name: str,
+    status: dict[str, Any],
+) -> None:
     try:
         CustomObjectsApi(api).patch_namespaced_custom_object_status(
-            GROUP,
-            VERSION,
-            namespace,
-            ACTORS_PLURAL,
-            name,
-            {"status": status},
-            _content_type=_MERGE,
+            GROUP, VERSION, namespace, plural, name, {"status": status}, _content_type=_MERGE
         )
     except ApiException as exc:
         if exc.status != 404:  # deleted meanwhile: nothing to report on
@@ -387,19 +391,7 @@ def write_group_status(
     api: kubernetes.client.ApiClient, namespace: str, name: str, status: dict[str, Any]
 ) -> None:
     """Replace the ActorGroup's status fields with `status` (lists as a whole)."""
-    try:
-        CustomObjectsApi(api).patch_namespaced_custom_object_status(
-            GROUP,
-            VERSION,
-            namespace,
-            GROUPS_PLURAL,
-            name,
-            {"status": status},
-            _content_type=_MERGE,
-        )
-    except ApiException as exc:
-        if exc.status != 404:  # deleted meanwhile: nothing to report on
-            raise
+    _merge_status(api, GROUPS_PLURAL, namespace, name, status)
 
 
 def read_flavors(

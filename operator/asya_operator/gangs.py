@@ -7,11 +7,11 @@ readiness rules are `asya.admission.readiness`'s (Kueue's waitForPodsReady); thi
 their state in the CR's `status.instances` and turns the engine's decisions into it.
 
 A pass over a group with a pool, as the controller runs it:
-1. `before_pass`: instances beyond `spec.replicas` are dropped (their quota released); an
-   admitted instance not ready within `readinessTimeoutSeconds` is evicted (quota released,
-   backing off) or, past `requeuing.backoffLimitCount`, deactivated; a backed-off instance
-   whose time has come queues again; a `asya.sh/reactivate` annotation not yet acted on puts
-   deactivated instances back in the queue.
+1. `before_pass`: instances beyond the desired count (`desired_instances`) are dropped (their
+   quota released); an admitted instance not ready within `readinessTimeoutSeconds` is
+   evicted (quota released, backing off) or, past `requeuing.backoffLimitCount`, deactivated;
+   a backed-off instance whose time has come queues again; a `asya.sh/reactivate` annotation
+   not yet acted on puts deactivated instances back in the queue.
 2. `pooled_group`: the pending instances ask for quota, the admitted ones hold theirs.
 3. the engine decides (`asya_operator.admission.admit`);
 4. `after_pass`: a newly admitted instance starts its readiness clock; a held one that lost
@@ -40,6 +40,7 @@ from asya_operator.groups import (
     InstanceStatus,
     MemberAdmission,
     MemberHold,
+    desired_instances,
     held,
     known_instances,
 )
@@ -130,7 +131,7 @@ def before_pass(
     states: dict[int, InstanceStatus] = {}
     changes: list[Change] = []
     for index, instance in sorted(known_instances(group).items()):
-        if index >= group.spec.replicas:
+        if index >= desired_instances(group):
             if instance.phase in HOLDING:
                 changes.append(Change(index, Happened.RELEASED, "scaled away: quota released"))
             continue
@@ -144,7 +145,7 @@ def before_pass(
         states[index], change = _acted(instance, state, action, policy, now)
         if change is not None:
             changes.append(change)
-    for index in range(group.spec.replicas):
+    for index in range(desired_instances(group)):
         states.setdefault(index, InstanceStatus(instance=index))
     return states, changes
 
@@ -258,14 +259,14 @@ def _members(holds: Mapping[str, MemberHold]) -> list[MemberAdmission]:
 
 
 def unpooled(group: ActorGroup, ready: Mapping[int, bool]) -> dict[int, InstanceStatus]:
-    """The instances of a group without a pool: each of `spec.replicas` runs at full size."""
+    """The instances of a group without a pool: each one desired runs at full size."""
     known = known_instances(group)
     members = [
         MemberAdmission(name=m.name, flavor=m.template.flavor, replicas=m.replicas)
         for m in group.spec.members
     ]
     out = {}
-    for index in range(group.spec.replicas):
+    for index in range(desired_instances(group)):
         phase = GangPhase.READY if ready.get(index, False) else GangPhase.WAITING_FOR_READY
         before = known.get(index, InstanceStatus(instance=index))
         out[index] = msgspec.structs.replace(before, phase=phase, members=members, message=None)

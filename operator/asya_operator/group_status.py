@@ -28,10 +28,10 @@ from asya_operator.groups import (
     REACTIVATE_ANNOTATION,
     ActorGroup,
     InstanceStatus,
+    desired_instances,
     member_actor,
 )
-from asya_operator.resources import BROKER_AMQP_URL_KEY, BROKER_MANAGEMENT_URL_KEY
-from asya_operator.status import Problem, Reason, conditions_at
+from asya_operator.status import Problem, Reason, conditions_at, secret_problems
 
 
 def find_group_problems(
@@ -48,25 +48,7 @@ def find_group_problems(
     `secret_keys` are the Secret's keys (None: no such Secret); `actor_names` are the
     namespace's AsyncActors.
     """
-    problems = []
-    secret = group.spec.broker.secret_name
-    if secret_keys is None:
-        problems.append(
-            Problem(
-                Reason.SECRET_NOT_FOUND,
-                f"Secret {namespace}/{secret} not found: create it with keys"
-                f" {BROKER_AMQP_URL_KEY} and {BROKER_MANAGEMENT_URL_KEY}",
-            )
-        )
-    else:
-        for key in (BROKER_AMQP_URL_KEY, BROKER_MANAGEMENT_URL_KEY):
-            if key not in secret_keys:
-                problems.append(
-                    Problem(
-                        Reason.SECRET_KEY_MISSING,
-                        f"Secret {namespace}/{secret} has no key {key}: add it",
-                    )
-                )
+    problems = secret_problems(namespace, group.spec.broker.secret_name, secret_keys)
     for flavor in sorted(missing_flavors):
         problems.append(
             Problem(
@@ -97,7 +79,7 @@ def plan_group_status(
     now: datetime,
 ) -> dict[str, Any]:
     """The ActorGroup's `status`. `ready` says which running instances have every pod ready."""
-    desired = group.spec.replicas
+    desired = desired_instances(group)
     holding = sorted(i for i, s in instances.items() if s.phase in HOLDING)
     ready_now = [i for i in holding if ready.get(i, False)]
     condition = conditions_at(now, group.status.conditions if group.status else None)

@@ -179,14 +179,13 @@ class ActorGroupSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         ),
     ]
     replicas: Annotated[
-        int,
+        Annotated[int, msgspec.Meta(ge=0, le=MAX_INSTANCES)] | None,
         doc(
             "Gang instances: each is admitted whole or not at all. KEDA sets it through the"
-            " scale subresource when `scaling` is given.",
-            ge=0,
-            le=MAX_INSTANCES,
+            f" scale subresource when `scaling` is given; unset = scaling.minReplicas, or"
+            f" {DEFAULT_INSTANCES} without scaling."
         ),
-    ] = DEFAULT_INSTANCES
+    ] = None
     scaling: Annotated[
         ActorScaling | None,
         doc(
@@ -381,3 +380,14 @@ def held(instance: InstanceStatus) -> dict[str, MemberHold]:
     if instance.phase not in HOLDING:
         return {}
     return {m.name: (m.flavor, m.replicas) for m in instance.members or ()}
+
+
+def desired_instances(group: ActorGroup) -> int:
+    """The gang instances the group asks for: `spec.replicas` (what KEDA or `kubectl scale`
+    wrote), held to `scaling`'s bounds; unset, `scaling.minReplicas` (a scaled group starts
+    where KEDA would leave it idle), or one without scaling."""
+    scaling, wanted = group.spec.scaling, group.spec.replicas
+    if scaling is None:
+        return DEFAULT_INSTANCES if wanted is None else wanted
+    wanted = scaling.min_replicas if wanted is None else wanted
+    return max(scaling.min_replicas, min(wanted, scaling.max_replicas))

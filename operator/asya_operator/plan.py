@@ -4,10 +4,10 @@ Pure: documents (already parsed from YAML, each with where it came from) in, typ
 the planned objects out. No cluster is asked anything, so what a cluster would hold is taken
 from the documents: a flavor must be among them (ResourceFlavors are cluster-wide), and the
 broker Secrets are assumed to exist. A bad document is a `CrError` naming the file, the
-document and what to fix. An ActorGroup's objects are planned for each of its `spec.replicas`
-instances at full size (on a cluster, admission decides how many run); ResourcePools, Cohorts
-and Namespaces are read too, and `asya_operator.scenario` turns them and the pooled actors and
-groups into the admission what-if.
+document and what to fix. An ActorGroup's objects are planned for each instance it asks for
+(`desired_instances`) at full size (on a cluster, admission decides how many run);
+ResourcePools, Cohorts and Namespaces are read too, and `asya_operator.scenario` turns them and
+the pooled actors and groups into the admission what-if.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from asya.routing import END_ACTORS
 from asya_operator.config import OperatorConfig
 from asya_operator.deployment import plan_deployment, plan_end_actors
 from asya_operator.group_objects import plan_group
-from asya_operator.groups import ActorGroup
+from asya_operator.groups import ActorGroup, desired_instances
 from asya_operator.metadata import Owner, actor_name, actor_namespace
 from asya_operator.pools import Cohort, ResourcePool
 from asya_operator.resources import GROUP, VERSION, AsyncActor, ResourceFlavor
@@ -238,7 +238,7 @@ def _full_size(group: ActorGroup) -> dict[int, dict[str, tuple[str | None, int]]
     """Every instance of `group` at every member's full size, in its template's flavor (with a
     pool, admission may choose a flavor where the template names none, or admit fewer)."""
     members = {m.name: (m.template.flavor, m.replicas) for m in group.spec.members}
-    return {instance: dict(members) for instance in range(group.spec.replicas)}
+    return {instance: dict(members) for instance in range(desired_instances(group))}
 
 
 def plan_actor(

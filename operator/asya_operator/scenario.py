@@ -5,7 +5,8 @@ simulate` reads, then loaded by the engine's own loader), and the engine's resul
 commented YAML `plan` appends. The what-if is "every queue asks for its max":
 - each AsyncActor with a `pool` is an elastic workload: one pod set of `scaling.maxReplicas`
   pods, admitted with fewer if that is what fits, but at least max(1, minReplicas);
-- each ActorGroup instance (`spec.replicas` of them) is a gang workload: one pod set per
+- each ActorGroup instance (`scaling.maxReplicas` of them for a group that scales, else
+  `spec.replicas`, by default 1) is a gang workload: one pod set per
   member, whole (or each member at its minReplicas) or not at all; an instance that its
   `status.instances` shows admitted already holds that quota;
 - each ResourcePool is a pool, each Cohort a cohort; a pool's namespaceSelector is matched
@@ -26,7 +27,7 @@ import yaml
 from asya.admission.model import Scenario, load_scenario
 from asya.admission.scheduler import SimulationResult
 from asya.errors import AdmissionError
-from asya_operator.groups import GroupMember, known_instances
+from asya_operator.groups import GroupMember, desired_instances, known_instances
 from asya_operator.groups import held as held_quota
 from asya_operator.metadata import actor_name
 from asya_operator.plan import CrError, Crs
@@ -51,8 +52,9 @@ ACTOR_POD_SET: Final = "replica"
 _HEADER: Final = """\
 # ==== Admission what-if (offline) ========================================================
 # Every AsyncActor with a pool asks for scaling.maxReplicas replicas (admitted with fewer if
-# that is what fits, at least max(1, minReplicas)); every ActorGroup instance asks for all its
-# members at once (whole or not at all). Quota: the ResourcePools and Cohorts in the files;
+# that is what fits, at least max(1, minReplicas)); every ActorGroup asks for its instances
+# (scaling.maxReplicas of them if it scales), each with all its members at once (whole or not
+# at all). Quota: the ResourcePools and Cohorts in the files;
 # an admitted instance in an ActorGroup's status.instances holds its quota already. Nothing
 # here is applied: on a cluster the controller admits as KEDA asks (each AsyncActor replica by
 # replica, each ActorGroup instance whole), and evicts gangs that do not become ready.
@@ -149,7 +151,8 @@ def _group_workloads(crs: Crs, origins: dict[str, WorkloadOrigin]) -> list[dict[
         held = {i: members for i, members in held.items() if members}
         created = crs.ages["ActorGroup", namespace, group_name]
         # An instance beyond spec.replicas that still holds quota keeps it until it is stopped.
-        for instance in sorted(set(range(spec.replicas)) | set(held)):
+        asked = spec.scaling.max_replicas if spec.scaling else desired_instances(group)
+        for instance in sorted(set(range(asked)) | set(held)):
             name = workload_name(namespace, group_name, instance)
             origins[name] = WorkloadOrigin("ActorGroup", namespace, group_name, instance)
             pod_sets = [_member_pod_set(m) for m in spec.members]

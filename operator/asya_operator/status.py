@@ -81,25 +81,7 @@ def find_problems(
     `flavor` is the ResourceFlavor the actor is placed by (`placement_flavor`) as found (None:
     not found, or none).
     """
-    problems = []
-    secret = actor.spec.broker.secret_name
-    if secret_keys is None:
-        problems.append(
-            Problem(
-                Reason.SECRET_NOT_FOUND,
-                f"Secret {namespace}/{secret} not found: create it with keys"
-                f" {BROKER_AMQP_URL_KEY} and {BROKER_MANAGEMENT_URL_KEY}",
-            )
-        )
-    else:
-        for key in (BROKER_AMQP_URL_KEY, BROKER_MANAGEMENT_URL_KEY):
-            if key not in secret_keys:
-                problems.append(
-                    Problem(
-                        Reason.SECRET_KEY_MISSING,
-                        f"Secret {namespace}/{secret} has no key {key}: add it",
-                    )
-                )
+    problems = secret_problems(namespace, actor.spec.broker.secret_name, secret_keys)
     wanted = placement_flavor(actor)
     if wanted is not None and flavor is None:
         problems.append(
@@ -109,6 +91,25 @@ def find_problems(
             )
         )
     return problems
+
+
+def secret_problems(
+    namespace: str, secret: str, secret_keys: Collection[str] | None
+) -> list[Problem]:
+    """What the broker Secret `namespace/secret` lacks, given its keys (None: no such Secret)."""
+    if secret_keys is None:
+        return [
+            Problem(
+                Reason.SECRET_NOT_FOUND,
+                f"Secret {namespace}/{secret} not found: create it with keys"
+                f" {BROKER_AMQP_URL_KEY} and {BROKER_MANAGEMENT_URL_KEY}",
+            )
+        ]
+    return [
+        Problem(Reason.SECRET_KEY_MISSING, f"Secret {namespace}/{secret} has no key {key}: add it")
+        for key in (BROKER_AMQP_URL_KEY, BROKER_MANAGEMENT_URL_KEY)
+        if key not in secret_keys
+    ]
 
 
 _RFC3339: Final = "%Y-%m-%dT%H:%M:%SZ"

@@ -8,7 +8,7 @@ import dataclasses
 import msgspec
 import pytest
 from asya_operator.crds import actor_group_crd, resource_pool_crd
-from asya_operator.groups import ActorGroupSpec
+from asya_operator.groups import ActorGroup, ActorGroupSpec, desired_instances
 from asya_operator.pools import ResourcePoolSpec
 
 from asya.actor import ActorSpec
@@ -52,7 +52,6 @@ def test_a_pool_left_at_its_defaults_queues_and_preempts_as_a_scenario_pool_does
 @pytest.mark.parametrize(
     ("field", "expected"),
     [
-        ("replicas", 1),
         (
             "priority",
             next(f.default for f in dataclasses.fields(ActorSpec) if f.name == "priority"),
@@ -84,4 +83,35 @@ def test_a_groups_pool_and_scaling_are_unset_unless_given_so_it_is_neither_gated
 
     assert "pool" not in defaulted
     assert "scaling" not in defaulted
+    assert "replicas" not in defaulted  # unset: scaling.minReplicas, or one instance
+
+
+@pytest.mark.parametrize(
+    ("replicas", "scaling", "expected"),
+    [
+        (None, None, 1),
+        (3, None, 3),
+        (None, {"minReplicas": 2, "maxReplicas": 5}, 2),
+        (9, {"minReplicas": 0, "maxReplicas": 5}, 5),
+        (0, {"minReplicas": 1, "maxReplicas": 5}, 1),
+    ],
+    ids=[
+        "one by default",
+        "as written",
+        "a scaled group starts at its minimum",
+        "capped",
+        "floored",
+    ],
+)
+def test_a_groups_desired_instances_are_its_replicas_within_its_scaling_bounds(
+    replicas, scaling, expected
+):
+    spec: dict = {"members": MEMBERS}
+    if replicas is not None:
+        spec["replicas"] = replicas
+    if scaling is not None:
+        spec["scaling"] = scaling
+    group = msgspec.convert({"metadata": {"name": "g"}, "spec": spec}, ActorGroup)
+
+    assert desired_instances(group) == expected
     assert "unset = no quota" in spec_schema(actor_group_crd())["properties"]["pool"]["description"]

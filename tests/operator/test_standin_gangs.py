@@ -41,10 +41,12 @@ def place(doc):
 train_leader = actor(name="train-leader")(place)
 train_worker = actor(name="train-worker")(lambda doc: place(doc))
 urgent_solo = actor(name="urgent-solo")(lambda doc: place(doc))
+serve_leader = actor(name="serve-leader")(lambda doc: place(doc))
+serve_worker = actor(name="serve-worker")(lambda doc: place(doc))
 """
 
 
-def gang(name: str, members: dict[str, int], *, priority: int = 0) -> dict[str, Any]:
+def gang(name: str, members: dict[str, int], *, priority: int = 0, **spec: Any) -> dict[str, Any]:
     """A group whose members each ask one GPU per replica; handler `<group>_<member>`."""
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
@@ -66,6 +68,7 @@ def gang(name: str, members: dict[str, int], *, priority: int = 0) -> dict[str, 
                 }
                 for member, replicas in members.items()
             ],
+            **spec,
         },
     }
 
@@ -79,6 +82,26 @@ POOL = {
         "quotas": [{"flavor": "gpu", "resources": [{"name": "nvidia.com/gpu", "nominal": 3}]}],
     },
 }
+
+
+async def gpus_for_gangs(
+    cluster, kube, run_operator, namespace: str, amqp_url: str, tmp_path: Path
+) -> Any:
+    """The user's side of both tests: the handlers in the image, the broker Secret, the GPU
+    flavor and pool; then the operator, running. A client for custom objects, back."""
+    (tmp_path / "image" / "standin_handlers.py").write_text(textwrap.dedent(HANDLERS))
+    custom = kubernetes.client.CustomObjectsApi(kube)
+    await create_broker_secret(kube, namespace, amqp_url)
+    flavor = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "gpu"},
+    }
+    for plural, body in (("resourceflavors", {**flavor, "spec": {}}), ("resourcepools", POOL)):
+        await asyncio.to_thread(custom.create_cluster_custom_object, GROUP, VERSION, plural, body)
+    await run_operator(registry)
+    await cluster.watched(GROUPS)
+    return custom
 
 
 def runtime_environ(pod: Any) -> dict[str, str]:
@@ -119,19 +142,8 @@ async def test_a_gang_runs_whole_with_its_ranks_is_preempted_whole_and_every_env
     actor_names,
     tmp_path,
 ):
-    (tmp_path / "image" / "standin_handlers.py").write_text(textwrap.dedent(HANDLERS))
     actor_names.update({"train-leader", "train-worker", "urgent-solo"})
-    custom = kubernetes.client.CustomObjectsApi(kube)
-    await create_broker_secret(kube, namespace, amqp_url)
-    flavor = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "ResourceFlavor",
-        "metadata": {"name": "gpu"},
-    }
-    for plural, body in (("resourceflavors", {**flavor, "spec": {}}), ("resourcepools", POOL)):
-        await asyncio.to_thread(custom.create_cluster_custom_object, GROUP, VERSION, plural, body)
-    await run_operator(registry)
-    await cluster.watched(GROUPS)
+    custom = await gpus_for_gangs(cluster, kube, run_operator, namespace, amqp_url, tmp_path)
 
     async def create_group(body: dict[str, Any]) -> None:
         await asyncio.to_thread(
@@ -211,3 +223,76 @@ async def test_a_gang_runs_whole_with_its_ranks_is_preempted_whole_and_every_env
         ("urgent", "solo", 1, 2),
     }
     assert ("train", "leader", 0, 3) in places
+
+
+@pytest.mark.timeout(180)
+async def test_keda_proposes_gang_instances_from_the_entry_queue_and_admission_disposes(
+    cluster,
+    kube,
+    kubelet,
+    keda,
+    run_operator,
+    transport,
+    namespace,
+    amqp_url,
+    actor_names,
+    tmp_path,
+):
+    """A group that scales: KEDA sets its instances from its first member's queue depth, the
+    pool admits what fits (one instance of two GPUs out of three), no pod of the instance left
+    waiting is ever made, every envelope is served, and at the end the group is back to zero."""
+    actor_names.update({"serve-leader", "serve-worker"})
+    custom = await gpus_for_gangs(cluster, kube, run_operator, namespace, amqp_url, tmp_path)
+    scaling = {
+        "minReplicas": 0,
+        "maxReplicas": 2,
+        "queueLength": 2,
+        "pollingInterval": 1,
+        "cooldownPeriod": 2,
+    }
+    body = gang("serve", {"leader": 1, "worker": 1}, scaling=scaling)
+    await asyncio.to_thread(
+        custom.create_namespaced_custom_object, GROUP, VERSION, namespace, "actorgroups", body
+    )
+    await wait_for(
+        cluster,
+        GROUPS,
+        namespace,
+        "serve",
+        lambda g: bool(status_of(g).get("observedGeneration")),
+        "the group's queues declared, at zero instances",
+    )
+
+    client = Client(transport)
+    sent = {await client.send(["serve-leader"], {"n": n}) for n in range(16)}
+
+    # KEDA sees 16 queued at zero instances and asks for its most, two; the pool has GPUs for
+    # one (two of its three), so one is admitted and the other waits, with no pod of its own.
+    wanted = await wait_for(
+        cluster,
+        GROUPS,
+        namespace,
+        "serve",
+        lambda g: (
+            (g or {}).get("spec", {}).get("replicas") == 2 and status_of(g).get("admitted") == 1
+        ),
+        "KEDA asks for two instances and the pool admits one",
+    )
+    assert "1 of 2 instances admitted" in condition_of(wanted, "Admitted")["message"]
+    assert cluster.current(STATEFULSETS, namespace, "serve-leader-1") is None
+    assert cluster.current(STATEFULSETS, namespace, "serve-worker-1") is None
+
+    finals = await served(transport, sent)
+    assert {(p["member"], p["rank"], p["size"]) for p in finals.values()} == {("leader", 0, 2)}
+
+    await wait_for(
+        cluster,
+        GROUPS,
+        namespace,
+        "serve",
+        lambda g: (
+            (g or {}).get("spec", {}).get("replicas") == 0 and status_of(g).get("admitted") == 0
+        ),
+        "back to zero instances once the queue is idle",
+    )
+    await wait_for(cluster, STATEFULSETS, namespace, "serve-leader-0", lambda o: o is None, "gone")
