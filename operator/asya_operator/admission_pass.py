@@ -34,7 +34,7 @@ from asya_operator.admission import ActorAdmission, Decisions, PooledActor, Pool
 from asya_operator.cluster import AdmissionWorld, MemberPods
 from asya_operator.config import OperatorConfig
 from asya_operator.gangs import Change, Happened
-from asya_operator.groups import ActorGroup, InstanceStatus
+from asya_operator.groups import ActorGroup, InstanceStatus, held, known_instances
 from asya_operator.metadata import Owner, actor_name
 from asya_operator.pool_status import plan_pool_statuses
 from asya_operator.scaling import admitted_replicas, desired_replicas
@@ -61,7 +61,12 @@ async def run_pass(
         config: OperatorConfig = memo["config"]
         world = await asyncio.to_thread(_read_admission_world)
         now = time.time()
-        ready = {key: _ready_instances(pods) for key, pods in world.group_pods.items()}
+        ready = {
+            (ns, g.metadata["name"]): _ready_instances(
+                g, world.group_pods.get((ns, g.metadata["name"]), [])
+            )
+            for ns, g in world.groups
+        }
         states, changes = _groups_before(world, ready, now)
         ages = _ages(world)
         pooled = _pooled_actors(world, ages)
@@ -133,13 +138,18 @@ def _pooled_actors(
     ]
 
 
-def _ready_instances(pods: Sequence[MemberPods]) -> dict[int, bool]:
-    """Whether every pod of each instance is ready (every member's StatefulSet at full
-    readiness; an instance with a member at 0 replicas is not running)."""
+def _ready_instances(group: ActorGroup, pods: Sequence[MemberPods]) -> dict[int, bool]:
+    """For each instance holding quota, whether every pod it was admitted with is ready: each
+    member's StatefulSet there, and ready with as many pods as the member holds quota for."""
+    found = {(p.instance, p.member): p for p in pods}
     ready: dict[int, bool] = {}
-    for member in pods:
-        whole = member.replicas > 0 and member.ready >= member.replicas
-        ready[member.instance] = ready.get(member.instance, True) and whole
+    for index, instance in known_instances(group).items():
+        holds = held(instance)
+        if holds:
+            ready[index] = all(
+                (index, member) in found and found[index, member].ready >= count
+                for member, (_flavor, count) in holds.items()
+            )
     return ready
 
 
