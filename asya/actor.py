@@ -24,7 +24,7 @@ import msgspec
 from asya.context import Context
 from asya.envelope import ACTOR_NAME_MAX_LENGTH
 from asya.errors import ActorDefinitionError
-from asya.retry import RetryPolicy
+from asya.retry import RetryPolicy, RetrySchedule
 from asya.routing import route_name_problem
 
 T = TypeVar("T")
@@ -80,6 +80,18 @@ class Resources:
     """Whole GPUs per replica (`nvidia.com/gpu`)."""
 
 
+class ActorConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """The options the message chain needs to run an actor: what the sidecar learns from the
+    runtime (one Struct across the socket) and the local runner takes from the spec."""
+
+    name: str
+    timeout_s: float = 300.0
+    concurrency: int = 1
+    batch: int | None = None
+    batch_wait_ms: int = 10
+    retry: RetrySchedule = msgspec.field(default_factory=lambda: RetryPolicy().schedule)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ActorSpec:
     """Everything asya knows about one actor, fixed at decoration time."""
@@ -103,6 +115,18 @@ class ActorSpec:
     cpu_fallback: bool = False
     """A GPU actor's worker that finds no GPU free runs on CPU (no GPU visible to it) instead of
     waiting for one; the local runner's choice (`asya dev`, `asya serve`), not the cluster's."""
+
+    @property
+    def config(self) -> ActorConfig:
+        """The options the message chain runs this actor with."""
+        return ActorConfig(
+            name=self.name,
+            timeout_s=self.timeout_s,
+            concurrency=self.concurrency,
+            batch=self.batch,
+            batch_wait_ms=self.batch_wait_ms,
+            retry=self.retry.schedule,
+        )
 
     @property
     def ref(self) -> str:

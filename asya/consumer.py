@@ -22,12 +22,12 @@ import enum
 import logging
 import random
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import msgspec
 
-from asya.actor import ActorSpec
+from asya.actor import ActorConfig
 from asya.clock import Clock
 from asya.envelope import (
     END_LIMITS,
@@ -43,7 +43,7 @@ from asya.handler import Invoker
 from asya.message_loop import MessageLoop, Settle
 from asya.metrics import EnvelopeOutcome, Metrics
 from asya.outcome import Outcome, Success
-from asya.retry import RetryPolicy, next_delay_ms
+from asya.retry import next_delay_ms
 from asya.routing import (
     ERROR_END,
     Delivery,
@@ -80,27 +80,6 @@ class Observer(Protocol):
     def on_step(self, actor: str, result: StepResult, duration_s: float, outputs: int) -> None: ...
 
 
-@dataclass(frozen=True, kw_only=True)
-class ConsumerConfig:
-    """What the chain needs to know about its actor (the handler itself is the invoker's)."""
-
-    actor: str
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    concurrency: int = 1
-    batch: int | None = None
-    batch_wait_ms: int = 10
-
-    @classmethod
-    def from_spec(cls, spec: ActorSpec) -> ConsumerConfig:
-        return cls(
-            actor=spec.name,
-            retry=spec.retry,
-            concurrency=spec.concurrency,
-            batch=spec.batch,
-            batch_wait_ms=spec.batch_wait_ms,
-        )
-
-
 @dataclass
 class _Plan:
     message: Message
@@ -117,7 +96,7 @@ class Consumer:
 
     def __init__(
         self,
-        config: ConsumerConfig,
+        config: ActorConfig,
         *,
         transport: Transport,
         invoker: Invoker,
@@ -142,7 +121,7 @@ class Consumer:
         self._metrics = metrics
         self.loop = MessageLoop(
             transport,
-            config.actor,
+            config.name,
             self.handle,
             concurrency=config.concurrency,
             batch=config.batch,
@@ -203,14 +182,14 @@ class Consumer:
             if isinstance(result, TransportError):
                 log.warning(
                     "outputs not confirmed; the envelope goes back to the queue",
-                    extra={"actor": self.config.actor, "error": str(result)},
+                    extra={"actor": self.config.name, "error": str(result)},
                 )
                 return Settle.REQUEUE
             if isinstance(result, Exception):
                 log.error(
                     "output could not be published; the envelope goes back to the queue",
                     exc_info=result,
-                    extra={"actor": self.config.actor},
+                    extra={"actor": self.config.name},
                 )
                 return Settle.REQUEUE
             if isinstance(result, BaseException):
@@ -218,11 +197,11 @@ class Consumer:
         duration = self._clock.monotonic() - started
         if self._metrics is not None:
             outcome = EnvelopeOutcome(plan.result.value)
-            self._metrics.stepped(self.config.actor, outcome, plan.reason, duration)
+            self._metrics.stepped(self.config.name, outcome, plan.reason, duration)
         try:
-            self._observer.on_step(self.config.actor, plan.result, duration, len(plan.deliveries))
+            self._observer.on_step(self.config.name, plan.result, duration, len(plan.deliveries))
         except Exception:  # an observer (stats, step events) must not undo a confirmed step
-            log.exception("step observer failed", extra={"actor": self.config.actor})
+            log.exception("step observer failed", extra={"actor": self.config.name})
         return Settle.ACK
 
     def _admit(self, message: Message) -> _Plan:
@@ -239,7 +218,7 @@ class Consumer:
             delivery = plan_malformed(
                 message.body,
                 Rejection(reason, str(exc)),
-                actor=self.config.actor,
+                actor=self.config.name,
                 envelope_id=new_envelope_id(now, self._rng),
                 now=now,
             )
@@ -247,11 +226,11 @@ class Consumer:
         if self._metrics is not None:
             waited_ms = queue_wait_ms(envelope, now)
             if waited_ms is not None:
-                self._metrics.queue_waited(self.config.actor, waited_ms / 1000)
+                self._metrics.queue_waited(self.config.name, waited_ms / 1000)
         span = (
-            None if self._tracing is None else self._tracing.start(envelope, self.config.actor, now)
+            None if self._tracing is None else self._tracing.start(envelope, self.config.name, now)
         )
-        rejection = check_arrival(envelope, self.config.actor, now, self._limits)
+        rejection = check_arrival(envelope, self.config.name, now, self._limits)
         if rejection is not None:
             if span is not None:
                 span.rejected(rejection.reason.value)
@@ -299,7 +278,7 @@ class Consumer:
         if self._metrics is None:
             yield
             return
-        with self._metrics.publishing(self.config.actor):
+        with self._metrics.publishing(self.config.name):
             yield
 
     async def _publish_confirmed(self, delivery: Delivery, source: Envelope | None) -> None:
@@ -345,5 +324,5 @@ class Consumer:
             if isinstance(exc, PayloadTooLargeError)
             else Reason.INVALID_OUTPUT
         )
-        message = f"output of '{self.config.actor}' cannot be sent: {exc}"
+        message = f"output of '{self.config.name}' cannot be sent: {exc}"
         return plan_rejection(kept, Rejection(reason, message), self._clock.now())

@@ -14,7 +14,9 @@ from __future__ import annotations
 import difflib
 import random
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any, Self, TypeAlias
+
+import msgspec
 
 from asya.errors import ActorDefinitionError, PermanentError
 from asya.outcome import Failure
@@ -57,6 +59,19 @@ class RetryPolicy:
                 )
         return super().__new__(cls)
 
+    @property
+    def schedule(self) -> RetrySchedule:
+        """The attempts and delays, without the exception types (which stay with the handler:
+        it marks each failure retryable or not)."""
+        return RetrySchedule(
+            max_attempts=self.max_attempts,
+            base_delay_ms=self.base_delay_ms,
+            factor=self.factor,
+            max_delay_ms=self.max_delay_ms,
+            jitter=self.jitter,
+            retry_timeouts=self.retry_timeouts,
+        )
+
     def __post_init__(self) -> None:
         problems = []
         if self.max_attempts < 1:
@@ -75,6 +90,22 @@ class RetryPolicy:
             raise ActorDefinitionError("invalid RetryPolicy: " + "; ".join(problems))
 
 
+class RetrySchedule(msgspec.Struct, frozen=True, kw_only=True):
+    """A `RetryPolicy`'s attempts and delays (its `schedule`): what the message chain needs to
+    decide when an envelope is tried again, and what crosses the runtime socket."""
+
+    max_attempts: int
+    base_delay_ms: int
+    factor: float
+    max_delay_ms: int
+    jitter: float
+    retry_timeouts: bool
+
+
+Schedule: TypeAlias = RetryPolicy | RetrySchedule
+"""Either carries the fields the backoff reads."""
+
+
 def is_retryable(policy: RetryPolicy, error: BaseException) -> bool:
     """Whether a handler's exception may be retried under `policy` (attempts aside)."""
     if isinstance(error, (PermanentError, *policy.never_retry)):
@@ -82,14 +113,14 @@ def is_retryable(policy: RetryPolicy, error: BaseException) -> bool:
     return isinstance(error, policy.retry_on)
 
 
-def backoff_ms(policy: RetryPolicy, attempt: int, rng: random.Random) -> int:
+def backoff_ms(policy: Schedule, attempt: int, rng: random.Random) -> int:
     """Delay after failed attempt number `attempt` (1-based) before the next one."""
     nominal = min(policy.max_delay_ms, policy.base_delay_ms * policy.factor ** (attempt - 1))
     return round(nominal * (1.0 - policy.jitter * rng.random()))
 
 
 def next_delay_ms(
-    policy: RetryPolicy, failure: Failure, attempt: int, rng: random.Random
+    policy: Schedule, failure: Failure, attempt: int, rng: random.Random
 ) -> int | None:
     """The delay before trying again, or None when the envelope must go to `error-end`."""
     if not failure.retryable or attempt >= policy.max_attempts:

@@ -27,7 +27,7 @@ from typing import Protocol
 from asya import telemetry
 from asya.actor import ActorSpec
 from asya.clock import Clock
-from asya.consumer import Consumer, ConsumerConfig, Observer
+from asya.consumer import Consumer, Observer
 from asya.crew.ends import EndActor, Sink
 from asya.envelope import Limits
 from asya.handler import LocalInvoker
@@ -201,7 +201,7 @@ class Mesh:
                 self._gpus.assigner.release(assignment)
             raise
         consumer = Consumer(
-            ConsumerConfig.from_spec(spec),
+            spec.config,
             transport=self._transport,
             invoker=invoker,
             limits=self._options.limits,

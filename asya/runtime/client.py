@@ -21,6 +21,7 @@ from asya.errors import RuntimeProtocolError, RuntimeUnavailableError
 from asya.outcome import Failure, Outcome
 from asya.runtime.frames import (
     HANDSHAKE_FRAME_BYTES,
+    PROTOCOL,
     Call,
     Fault,
     Frame,
@@ -62,6 +63,7 @@ class RuntimeClient:
 
         Raises:
             RuntimeUnavailableError: nothing listens on the socket, or it closed at once.
+            RuntimeProtocolError: the runtime speaks another version of the frame protocol.
         """
         try:
             self._reader, self._writer = await asyncio.open_unix_connection(self._path)
@@ -69,7 +71,13 @@ class RuntimeClient:
             raise RuntimeUnavailableError(f"runtime socket {self._path}: {exc}") from exc
         self._listener = asyncio.create_task(self._listen(self._reader))
         try:
-            self.pong = await self.ping()
+            pong = await self.ping()
+            if pong.protocol != PROTOCOL:
+                raise RuntimeProtocolError(
+                    f"the runtime speaks frame protocol {pong.protocol} and this side"
+                    f" {PROTOCOL}: run the same asya version in the runtime and the sidecar"
+                )
+            self.pong = pong
         except BaseException:
             await self.aclose()
             raise

@@ -16,13 +16,14 @@ import logging
 
 import msgspec
 
+from asya.actor import ActorConfig
 from asya.envelope import Reason
 from asya.errors import RuntimeProtocolError
 from asya.handler import Invoker
 from asya.outcome import Failure, Outcome
 from asya.runtime.frames import (
     FRAME_TIMEOUT_S,
-    ActorInfo,
+    PROTOCOL,
     Call,
     Fault,
     Frame,
@@ -45,7 +46,7 @@ class Connection:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         invoker: Invoker,
-        info: ActorInfo,
+        info: ActorConfig,
         capacity: int,
         bounds: FrameBounds,
         *,
@@ -83,7 +84,7 @@ class Connection:
             self.in_flight.add(task)
             task.add_done_callback(self.in_flight.discard)
         elif isinstance(frame, Ping):
-            self._spawn_send(Pong(frame.id, self._info, self._capacity, self._bounds))
+            self._spawn_send(Pong(frame.id, self._info, self._capacity, self._bounds, PROTOCOL))
         else:
             self._spawn_send(Fault(getattr(frame, "id", 0), f"unexpected {type(frame).__name__}"))
 

@@ -28,7 +28,7 @@ from typing import Final
 
 import msgspec
 
-from asya.actor import ActorSpec
+from asya.actor import ActorConfig
 from asya.envelope import ENVELOPE_OVERHEAD_BYTES, Envelope, Limits
 from asya.errors import RuntimeProtocolError
 from asya.outcome import Outcome
@@ -50,6 +50,9 @@ HANDSHAKE_FRAME_BYTES: Final = FRAME_OVERHEAD_BYTES
 
 FRAME_TIMEOUT_S: Final = 30.0
 """Longest a started frame may take to arrive whole (a stalled peer, not a slow socket)."""
+
+PROTOCOL: Final = 2
+"""Version of the frames below; a sidecar and a runtime must speak the same one."""
 
 _HEADER: Final = struct.Struct(">I")
 
@@ -77,40 +80,6 @@ def frame_bounds(limits: Limits, batch: int | None) -> FrameBounds:
     )
 
 
-class ActorInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """What a runtime tells its peer about the actor it serves (from `@actor`)."""
-
-    name: str
-    timeout_s: float
-    concurrency: int
-    batch: int | None
-    batch_wait_ms: int
-    max_attempts: int
-    base_delay_ms: int
-    factor: float
-    max_delay_ms: int
-    jitter: float
-    retry_timeouts: bool
-
-
-def actor_info(spec: ActorSpec) -> ActorInfo:
-    """The ActorInfo of a decorated actor."""
-    retry = spec.retry
-    return ActorInfo(
-        name=spec.name,
-        timeout_s=spec.timeout_s,
-        concurrency=spec.concurrency,
-        batch=spec.batch,
-        batch_wait_ms=spec.batch_wait_ms,
-        max_attempts=retry.max_attempts,
-        base_delay_ms=retry.base_delay_ms,
-        factor=retry.factor,
-        max_delay_ms=retry.max_delay_ms,
-        jitter=retry.jitter,
-        retry_timeouts=retry.retry_timeouts,
-    )
-
-
 class Call(msgspec.Struct, frozen=True, tag="call"):
     id: int
     envelopes: list[Envelope]
@@ -127,11 +96,14 @@ class Ping(msgspec.Struct, frozen=True, tag="ping"):
 
 class Pong(msgspec.Struct, frozen=True, tag="pong"):
     id: int
-    actor: ActorInfo
+    actor: ActorConfig
+    """The actor served, with the options the sidecar's message chain runs it with."""
     capacity: int
     """Calls this peer takes at once."""
     bounds: FrameBounds
     """The largest Call this peer reads and the largest Result it sends."""
+    protocol: int = 0
+    """The frame protocol this peer speaks (`PROTOCOL`); 0 from one older than the field."""
 
 
 class Fault(msgspec.Struct, frozen=True, tag="fault"):

@@ -19,9 +19,10 @@ import os
 from pathlib import Path
 from typing import Final
 
+from asya.actor import ActorConfig
 from asya.handler import Invoker
 from asya.runtime.connection import Connection
-from asya.runtime.frames import FRAME_TIMEOUT_S, ActorInfo, FrameBounds
+from asya.runtime.frames import FRAME_TIMEOUT_S, FrameBounds
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ class RuntimeServer:
     def __init__(
         self,
         invoker: Invoker,
-        info: ActorInfo,
+        info: ActorConfig,
         capacity: int,
         socket_path: str,
         bounds: FrameBounds,

@@ -22,7 +22,7 @@ from asya.errors import AsyaError
 from asya.handler import LocalInvoker, load_handler
 from asya.overrides import apply_overrides, parse_overrides
 from asya.runtime.connection import Connection
-from asya.runtime.frames import Fault, actor_info, encode_frame, frame_bounds
+from asya.runtime.frames import Fault, encode_frame, frame_bounds
 from asya.settings import load_settings
 
 EXIT_TAINTED = 3
@@ -55,7 +55,7 @@ async def _serve(
         return 1
     capacity = capacity_of(spec.style.is_async, spec.concurrency)
     bounds = frame_bounds(limits, spec.batch)
-    connection = Connection(reader, writer, invoker, actor_info(spec), capacity, bounds)
+    connection = Connection(reader, writer, invoker, spec.config, capacity, bounds)
     serving = asyncio.create_task(connection.serve())
     tainted = asyncio.create_task(abandoned.wait())
     await asyncio.wait({serving, tainted}, return_when=asyncio.FIRST_COMPLETED)

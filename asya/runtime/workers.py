@@ -23,12 +23,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from asya.actor import ActorConfig
 from asya.envelope import Envelope, Reason
 from asya.errors import ActorDefinitionError, RuntimeProtocolError
 from asya.outcome import Failure, Outcome
 from asya.runtime.frames import (
     HANDSHAKE_FRAME_BYTES,
-    ActorInfo,
     Call,
     Fault,
     FrameBounds,
@@ -93,7 +93,7 @@ class ProcessInvoker:
         self._ids = itertools.count(1)
         self._replacing: set[asyncio.Task[None]] = set()
         self._closed = False
-        self.info: ActorInfo | None = None
+        self.info: ActorConfig | None = None
         self.capacity = 1
         self.bounds: FrameBounds | None = None
         """The workers' frame bounds, from their Pong: what a call may carry and return."""
@@ -265,7 +265,7 @@ class ProcessInvoker:
             type="Timeout",
             message=f"'{self.info.name}' ran past its timeout of {self.info.timeout_s:g} s"
             " and its worker process was replaced",
-            retryable=self.info.retry_timeouts,
+            retryable=self.info.retry.retry_timeouts,
         )
 
 

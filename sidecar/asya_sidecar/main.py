@@ -28,7 +28,7 @@ from typing import TypeVar
 
 from asya import event_loop, logs, telemetry
 from asya.clock import Clock, SystemClock
-from asya.consumer import Consumer, ConsumerConfig
+from asya.consumer import Consumer
 from asya.crew.ends import EndActor
 from asya.crew.sinks import LogSink
 from asya.errors import AsyaError, SettingsError
@@ -36,9 +36,7 @@ from asya.gpu import read_inventory
 from asya.health import HealthServer
 from asya.message_loop import LoopState
 from asya.metrics import Metrics
-from asya.retry import RetryPolicy
 from asya.routing import END_ACTORS, ERROR_END, HAPPY_END
-from asya.runtime.frames import ActorInfo
 from asya.settings import (
     SIDECAR_VARIABLES,
     Settings,
@@ -60,24 +58,6 @@ from asya_sidecar.runtime_link import LinkState, RuntimeLink
 log = logging.getLogger("asya.sidecar")
 
 T = TypeVar("T")
-
-
-def consumer_config(info: ActorInfo) -> ConsumerConfig:
-    """The chain's configuration from what the runtime says about its actor."""
-    return ConsumerConfig(
-        actor=info.name,
-        retry=RetryPolicy(
-            max_attempts=info.max_attempts,
-            base_delay_ms=info.base_delay_ms,
-            factor=info.factor,
-            max_delay_ms=info.max_delay_ms,
-            jitter=info.jitter,
-            retry_timeouts=info.retry_timeouts,
-        ),
-        concurrency=info.concurrency,
-        batch=info.batch,
-        batch_wait_ms=info.batch_wait_ms,
-    )
 
 
 async def connect_broker(
@@ -261,7 +241,7 @@ async def _role(
             f" check {env_var('actor')} and {env_var('handler')}"
         )
     return Consumer(
-        consumer_config(info),
+        info,
         transport=transport,
         invoker=runtime,
         limits=settings.limits,

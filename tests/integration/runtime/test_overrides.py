@@ -31,7 +31,7 @@ async def test_the_pong_carries_the_overridden_options(tmp_path):
 
     assert pong is not None
     info = pong.actor
-    assert (info.timeout_s, info.concurrency, info.max_attempts) == (4.0, 3, 1)
+    assert (info.timeout_s, info.concurrency, info.retry.max_attempts) == (4.0, 3, 1)
 
 
 async def test_bad_overrides_stop_the_runtime_with_the_field_named(tmp_path):

@@ -15,7 +15,7 @@ from asya.errors import RuntimeUnavailableError
 from asya.handler import LocalInvoker
 from asya.outcome import Failure, Success
 from asya.runtime.client import RuntimeClient
-from asya.runtime.frames import actor_info, frame_bounds
+from asya.runtime.frames import frame_bounds
 from asya.runtime.server import MAX_CONNECTIONS, RuntimeServer
 from tests.integration.runtime.processes import call, connect, start_runtime
 
@@ -146,7 +146,7 @@ async def quick_timeout_server(tmp_path):
     assert spec is not None
     invoker = LocalInvoker(spec)
     await invoker.start()
-    info = actor_info(spec)
+    info = spec.config
     server = RuntimeServer(
         invoker,
         info,

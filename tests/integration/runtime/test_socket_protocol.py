@@ -76,7 +76,11 @@ async def test_ping_answers_with_the_actor_as_declared(runtime):
 
     pong = await client.ping()
 
-    assert (pong.actor.name, pong.actor.timeout_s, pong.actor.max_attempts) == ("work", 1.0, 4)
+    assert (pong.actor.name, pong.actor.timeout_s, pong.actor.retry.max_attempts) == (
+        "work",
+        1.0,
+        4,
+    )
     assert pong.capacity == 1
 
 

@@ -8,8 +8,8 @@ import msgspec
 import pytest
 
 from asya import RetryPolicy, actor
-from asya.actor import spec_of
-from asya.consumer import Consumer, ConsumerConfig, StepResult
+from asya.actor import ActorConfig, spec_of
+from asya.consumer import Consumer, StepResult
 from asya.envelope import Envelope, Limits, Phase, Reason, decode_envelope, encode_envelope
 from asya.handler import LocalInvoker
 from asya.routing import ERROR_END, HAPPY_END
@@ -41,7 +41,7 @@ class Mesh:
             await self.transport.declare(name)
         for spec in self.specs:
             consumer = Consumer(
-                ConsumerConfig.from_spec(spec),
+                spec.config,
                 transport=self.transport,
                 invoker=LocalInvoker(spec),
                 limits=self.limits,
@@ -287,7 +287,7 @@ async def test_an_input_whose_processing_crashes_is_requeued_not_lost():
     for name in ("a", HAPPY_END, ERROR_END):
         await transport.declare(name)
     consumer = Consumer(
-        ConsumerConfig(actor="a"),
+        ActorConfig(name="a"),
         transport=transport,
         invoker=CrashingInvoker(),
         limits=Limits(),

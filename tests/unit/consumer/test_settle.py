@@ -6,7 +6,7 @@ import asyncio
 
 from asya import RetryPolicy, actor
 from asya.actor import spec_of
-from asya.consumer import Consumer, ConsumerConfig
+from asya.consumer import Consumer
 from asya.envelope import END_LIMITS, Limits, decode_envelope, encode_envelope
 from asya.errors import TransportError
 from asya.handler import LocalInvoker
@@ -144,7 +144,7 @@ async def test_an_observer_that_fails_does_not_send_a_confirmed_step_round_again
 def _consumer(target, transport, observer):
     spec = spec_of(target)
     return Consumer(
-        ConsumerConfig.from_spec(spec),
+        spec.config,
         transport=transport,
         invoker=LocalInvoker(spec),
         limits=Limits(),

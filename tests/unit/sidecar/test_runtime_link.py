@@ -12,10 +12,10 @@ from asya.clock import SystemClock
 from asya.envelope import Limits, Reason
 from asya.runtime.frames import (
     HANDSHAKE_FRAME_BYTES,
+    PROTOCOL,
     Call,
     Ping,
     Pong,
-    actor_info,
     encode_frame,
     frame_bounds,
     read_frame,
@@ -35,7 +35,7 @@ class DyingRuntime:
         def a(doc):
             return doc
 
-        self._info = actor_info(spec_of(a))
+        self._info = spec_of(a).config
         self._bounds = frame_bounds(Limits(), None)
 
     async def __aenter__(self):
@@ -51,7 +51,7 @@ class DyingRuntime:
         while True:
             frame = await read_frame(reader, self._bounds.call_bytes + HANDSHAKE_FRAME_BYTES)
             if isinstance(frame, Ping):
-                writer.write(encode_frame(Pong(frame.id, self._info, 1, self._bounds)))
+                writer.write(encode_frame(Pong(frame.id, self._info, 1, self._bounds, PROTOCOL)))
                 await writer.drain()
             elif isinstance(frame, Call):
                 self.calls += 1

@@ -6,7 +6,7 @@ import asyncio
 
 from asya import actor
 from asya.actor import spec_of
-from asya.consumer import Consumer, ConsumerConfig
+from asya.consumer import Consumer
 from asya.envelope import Envelope, Limits, decode_envelope, encode_envelope
 from asya.handler import LocalInvoker
 from asya.routing import ERROR_END, HAPPY_END
@@ -32,7 +32,7 @@ async def step(handler, sent: Envelope | bytes, *, tracing, clock=None, to=HAPPY
     for name in (spec.name, HAPPY_END, ERROR_END):
         await transport.declare(name)
     consumer = Consumer(
-        ConsumerConfig.from_spec(spec),
+        spec.config,
         transport=transport,
         invoker=LocalInvoker(spec),
         limits=Limits(),

@@ -1,0 +1,78 @@
+"""The frames' own contract: the actor's options cross the socket whole, and a peer speaking
+another protocol version is refused with a message saying what to do."""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+import pytest
+
+from asya import RetryPolicy, actor
+from asya.actor import ActorConfig, spec_of
+from asya.envelope import Limits
+from asya.errors import RuntimeProtocolError
+from asya.runtime.client import RuntimeClient
+from asya.runtime.frames import (
+    HANDSHAKE_FRAME_BYTES,
+    PROTOCOL,
+    Ping,
+    Pong,
+    encode_frame,
+    frame_bounds,
+    read_frame,
+)
+
+
+def test_a_pong_carries_every_option_of_the_actor_as_declared():
+    @actor(
+        timeout_s=7,
+        concurrency=3,
+        batch=8,
+        batch_wait_ms=25,
+        retry=RetryPolicy(max_attempts=5, base_delay_ms=50, factor=3.0, jitter=0.0),
+    )
+    def scored(docs):
+        return docs
+
+    spec = spec_of(scored)
+    assert spec is not None
+    pong = Pong(1, spec.config, 3, frame_bounds(Limits(), 8), PROTOCOL)
+
+    decoded = msgspec.msgpack.decode(encode_frame(pong)[4:], type=Pong)
+
+    assert decoded.actor == spec.config
+    assert (
+        decoded.actor.retry
+        == RetryPolicy(max_attempts=5, base_delay_ms=50, factor=3.0, jitter=0.0).schedule
+    )
+
+
+@pytest.mark.parametrize("version", [0, PROTOCOL + 1])
+async def test_a_runtime_speaking_another_protocol_is_refused_naming_both(tmp_path, version):
+    path = str(tmp_path / "rt.sock")
+    served = asyncio.Event()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        frame = await read_frame(reader, HANDSHAKE_FRAME_BYTES)
+        assert isinstance(frame, Ping)
+        pong = Pong(frame.id, ActorConfig(name="a"), 1, frame_bounds(Limits(), None), version)
+        writer.write(encode_frame(pong))
+        await writer.drain()
+        await reader.read()  # until the client hangs up
+        writer.close()
+        await writer.wait_closed()
+        served.set()
+
+    server = await asyncio.start_unix_server(serve, path=path)
+    client = RuntimeClient(path)
+    try:
+        with pytest.raises(RuntimeProtocolError) as raised:
+            await client.connect()
+    finally:
+        await served.wait()
+        server.close()
+        await server.wait_closed()
+
+    assert f"protocol {version} and this side {PROTOCOL}" in str(raised.value)
+    assert not client.connected
