@@ -16,12 +16,11 @@ its processing time and queue wait, and each publish is a pending confirm until 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import enum
 import logging
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -147,7 +146,10 @@ class Consumer:
                 outcomes = await self._invoker.invoke(envelopes)
                 for plan, outcome in zip(callable_plans, outcomes, strict=True):
                     self._route(plan, outcome)
-            return [await self._deliver(plan, started) for plan in plans]
+            if len(plans) == 1:  # the common case, without gather's task per plan
+                return [await self._deliver(plans[0], started)]
+            # A batch's outputs are all in flight at once: each waits only for its own confirms.
+            return list(await asyncio.gather(*(self._deliver(p, started) for p in plans)))
         finally:
             if self._tracing is not None:
                 for plan in plans:  # already ended, unless the batch failed (handled again)
@@ -175,9 +177,17 @@ class Consumer:
         whole batch again, calling user code and publishing a second time for messages whose
         outputs are already confirmed.
         """
-        published = await asyncio.gather(
-            *(self._publish(d, plan.source) for d in plan.deliveries), return_exceptions=True
-        )
+        published: list[BaseException | None]
+        if len(plan.deliveries) == 1:  # the common case, without gather's task per output
+            try:
+                await self._publish(plan.deliveries[0], plan.source)
+                published = [None]
+            except Exception as exc:
+                published = [exc]
+        else:
+            published = await asyncio.gather(
+                *(self._publish(d, plan.source) for d in plan.deliveries), return_exceptions=True
+            )
         for result in published:
             if isinstance(result, TransportError):
                 log.warning(
@@ -270,16 +280,15 @@ class Consumer:
 
     async def _publish(self, delivery: Delivery, source: Envelope | None) -> None:
         """Publish one delivery; one that cannot go where planned goes to `error-end`."""
-        with self._pending_confirm():
+        metrics = self._metrics
+        if metrics is None:
             await self._publish_confirmed(delivery, source)
-
-    @contextlib.contextmanager
-    def _pending_confirm(self) -> Iterator[None]:
-        if self._metrics is None:
-            yield
             return
-        with self._metrics.publishing(self.config.name):
-            yield
+        metrics.confirms_pending(self.config.name, 1)
+        try:
+            await self._publish_confirmed(delivery, source)
+        finally:
+            metrics.confirms_pending(self.config.name, -1)
 
     async def _publish_confirmed(self, delivery: Delivery, source: Envelope | None) -> None:
         try:

@@ -20,14 +20,13 @@ the sidecar.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import enum
 import functools
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, ParamSpec, Protocol, TypeVar, cast
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -73,6 +72,7 @@ class _Spread(Protocol):
 
 
 _Child = TypeVar("_Child", covariant=True)
+_C = TypeVar("_C")
 
 
 class _Family(Protocol[_Child]):
@@ -120,6 +120,7 @@ class Metrics:
         else:
             self._registry = CollectorRegistry(auto_describe=True)
             self._house = None
+        self._children: dict[tuple[int, tuple[str, ...]], object] = {}
         self._envelopes: _Family[_Count] = self._counter(
             "asya_envelopes",
             "Envelopes an actor finished with, by outcome (succeeded, retried, failed,"
@@ -203,38 +204,38 @@ class Metrics:
     @_never_raises
     def taken(self, actor: str, count: int, *, redelivered: int) -> None:
         """`count` messages are being worked on, `redelivered` of them seen before."""
-        self._inflight.labels(actor).inc(count)
+        self._child(self._inflight, actor).inc(count)
         if redelivered:
-            self._redeliveries.labels(actor).inc(redelivered)
+            self._child(self._redeliveries, actor).inc(redelivered)
 
     @_never_raises
     def released(self, actor: str, count: int) -> None:
         """`count` messages are no longer worked on (settled, or given back at a stop)."""
-        self._inflight.labels(actor).dec(count)
+        self._child(self._inflight, actor).dec(count)
 
     @_never_raises
     def requeued(self, actor: str) -> None:
-        self._envelopes.labels(actor, EnvelopeOutcome.REQUEUED.value, "").inc()
+        self._child(self._envelopes, actor, EnvelopeOutcome.REQUEUED.value, "").inc()
 
     @_never_raises
     def queue_waited(self, actor: str, waited_s: float) -> None:
-        self._queue_wait.labels(actor).observe(waited_s)
+        self._child(self._queue_wait, actor).observe(waited_s)
 
     @_never_raises
     def stepped(self, actor: str, outcome: EnvelopeOutcome, reason: str, duration_s: float) -> None:
         """An envelope finished at `actor`, its outputs confirmed."""
-        self._envelopes.labels(actor, outcome.value, reason).inc()
-        self._processing.labels(actor).observe(duration_s)
+        self._child(self._envelopes, actor, outcome.value, reason).inc()
+        self._child(self._processing, actor).observe(duration_s)
 
     @_never_raises
     def arrived(self, end: str, reason: str) -> None:
         """An end actor recorded a final envelope."""
-        self._arrivals.labels(end, reason).inc()
+        self._child(self._arrivals, end, reason).inc()
 
     @_never_raises
     def watch_runtime(self, actor: str, is_up: Callable[[], bool]) -> None:
         """`asya_runtime_up` reads `is_up` whenever it is scraped."""
-        self._runtime_up.labels(actor).set_function(lambda: 1.0 if is_up() else 0.0)
+        self._child(self._runtime_up, actor).set_function(lambda: 1.0 if is_up() else 0.0)
 
     def watch_gpus(self, read: Callable[[], Sequence[GpuReading]]) -> None:
         """The `asya_gpu_*` gauges read `read()` (the machine's GPUs) whenever scraped."""
@@ -250,18 +251,19 @@ class Metrics:
             log.warning("GPU metrics could not be read", exc_info=True)
             return ()
 
-    @contextlib.contextmanager
-    def publishing(self, actor: str) -> Iterator[None]:
-        """Around one publish, until its confirm (or its failure)."""
-        self._move_pending(actor, 1)
-        try:
-            yield
-        finally:
-            self._move_pending(actor, -1)
-
     @_never_raises
-    def _move_pending(self, actor: str, delta: int) -> None:
-        self._pending.labels(actor).inc(delta)
+    def confirms_pending(self, actor: str, delta: int) -> None:
+        """`delta` publishes started (+1) or confirmed or failed (-1)."""
+        self._child(self._pending, actor).inc(delta)
+
+    def _child(self, family: _Family[_C], *values: str) -> _C:
+        # Looked up per envelope: `labels()` checks and locks each time, a dict lookup is enough
+        # (actors and reasons are few, so this stays small).
+        key = (id(family), values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = family.labels(*values)
+        return cast(_C, child)
 
     # What the local summary reads.
 
