@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import Protocol, runtime_checkable
 
 import msgspec
 
@@ -30,16 +31,33 @@ from asya.runtime.frames import (
     FrameBounds,
     Ping,
     Pong,
+    RawCall,
+    RawFrame,
+    RawResult,
     Result,
+    decode_outcome,
     encode_frame,
     read_frame,
+    read_raw_frame,
 )
 
 log = logging.getLogger(__name__)
 
 
+@runtime_checkable
+class RawInvoker(Protocol):
+    """An invoker that takes calls still encoded (the supervisor's `ProcessInvoker`)."""
+
+    async def invoke_raw(self, envelopes: list[msgspec.Raw]) -> list[msgspec.Raw]: ...
+
+
 class Connection:
-    """One peer's connection; `serve` returns when the peer closes it."""
+    """One peer's connection; `serve` returns when the peer closes it.
+
+    With an invoker that takes calls still encoded (`RawInvoker`: the supervisor's), calls are
+    read and forwarded as msgpack, never decoded here; otherwise (a worker) they are decoded
+    and the handler's outcomes checked and fitted to the bounds.
+    """
 
     def __init__(
         self,
@@ -60,12 +78,14 @@ class Connection:
         self._bounds = bounds
         self._frame_timeout_s = frame_timeout_s
         self._write_lock = asyncio.Lock()
+        self._forward = invoker if isinstance(invoker, RawInvoker) else None
+        self._read = read_frame if self._forward is None else read_raw_frame
         self.in_flight: set[asyncio.Task[None]] = set()
 
     async def serve(self) -> None:
         try:
             while True:
-                frame = await read_frame(
+                frame = await self._read(
                     self._reader, self._bounds.call_bytes, timeout_s=self._frame_timeout_s
                 )
                 if frame is None:
@@ -78,8 +98,12 @@ class Connection:
         except ConnectionError:
             return
 
-    def _dispatch(self, frame: Frame) -> None:
-        if isinstance(frame, Call):
+    def _dispatch(self, frame: Frame | RawFrame) -> None:
+        if isinstance(frame, RawCall):
+            task = asyncio.create_task(self._forward_call(frame))
+            self.in_flight.add(task)
+            task.add_done_callback(self.in_flight.discard)
+        elif isinstance(frame, Call):
             task = asyncio.create_task(self._answer_call(frame))
             self.in_flight.add(task)
             task.add_done_callback(self.in_flight.discard)
@@ -88,26 +112,38 @@ class Connection:
         else:
             self._spawn_send(Fault(getattr(frame, "id", 0), f"unexpected {type(frame).__name__}"))
 
-    def _spawn_send(self, frame: Frame) -> None:
+    def _spawn_send(self, frame: Frame | RawFrame) -> None:
         task = asyncio.create_task(self.send(frame))
         self.in_flight.add(task)
         task.add_done_callback(self.in_flight.discard)
 
+    async def _forward_call(self, call: RawCall) -> None:
+        assert self._forward is not None
+        outcomes = await self._forward.invoke_raw(call.envelopes)
+        data = encode_frame(RawResult(call.id, outcomes))
+        if len(data) > self._bounds.result_bytes:
+            # The worker fitted its Result to the same bound; only the call id differs.
+            await self._send_result(call.id, [decode_outcome(o) for o in outcomes])
+            return
+        await self._write(data)
+
     async def _answer_call(self, call: Call) -> None:
-        outcomes = await self._invoker.invoke(call.envelopes)
+        await self._send_result(call.id, await self._invoker.invoke(call.envelopes))
+
+    async def _send_result(self, call_id: int, outcomes: list[Outcome]) -> None:
         try:
-            data = encode_frame(Result(call.id, outcomes))
+            data = encode_frame(Result(call_id, outcomes))
         except (TypeError, ValueError, OverflowError, RecursionError):
             outcomes = [_portable(o) for o in outcomes]
-            data = encode_frame(Result(call.id, outcomes))
+            data = encode_frame(Result(call_id, outcomes))
         if len(data) > self._bounds.result_bytes:
             # The peer reads no more than this (our Pong said so): sending it would only break
             # the connection and have the call sent again, in a loop.
             fitted = _fit(outcomes, len(data), self._bounds.result_bytes)
-            data = encode_frame(Result(call.id, fitted))
+            data = encode_frame(Result(call_id, fitted))
         await self._write(data)
 
-    async def send(self, frame: Frame) -> None:
+    async def send(self, frame: Frame | RawFrame) -> None:
         await self._write(encode_frame(frame))
 
     async def _write(self, data: bytes) -> None:

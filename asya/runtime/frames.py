@@ -111,13 +111,49 @@ class Fault(msgspec.Struct, frozen=True, tag="fault"):
     message: str
 
 
+class RawCall(msgspec.Struct, frozen=True, tag="call"):
+    """A Call as the runtime's supervisor reads it: each envelope left as the msgpack it came
+    in, forwarded to a worker without being decoded or encoded again."""
+
+    id: int
+    envelopes: list[msgspec.Raw]
+
+
+class RawResult(msgspec.Struct, frozen=True, tag="result"):
+    """A Result as the supervisor reads it from a worker: each outcome left encoded."""
+
+    id: int
+    outcomes: list[msgspec.Raw]
+
+
 Frame = Call | Result | Ping | Pong | Fault
+RawFrame = RawCall | RawResult | Ping | Pong | Fault
+"""The same frames, as the supervisor reads them (same bytes on the wire)."""
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder: msgspec.msgpack.Decoder[Frame] = msgspec.msgpack.Decoder(Frame)
+_raw_decoder: msgspec.msgpack.Decoder[RawFrame] = msgspec.msgpack.Decoder(RawFrame)
+_outcome_decoder: msgspec.msgpack.Decoder[Outcome] = msgspec.msgpack.Decoder(Outcome)
 
 
-def encode_frame(frame: Frame) -> bytes:
+def encode_outcome(outcome: Outcome) -> msgspec.Raw:
+    """One outcome as a RawResult carries it."""
+    return msgspec.Raw(_encoder.encode(outcome))
+
+
+def decode_outcome(raw: msgspec.Raw) -> Outcome:
+    """One outcome of a RawResult.
+
+    Raises:
+        RuntimeProtocolError: it is not an outcome.
+    """
+    try:
+        return _outcome_decoder.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise RuntimeProtocolError(f"not an outcome: {exc}") from exc
+
+
+def encode_frame(frame: Frame | RawFrame) -> bytes:
     """Length prefix and body of one frame."""
     body = _encoder.encode(frame)
     return _HEADER.pack(len(body)) + body
@@ -134,6 +170,40 @@ async def read_frame(
         RuntimeProtocolError: a frame over `max_bytes`, cut short, stalled past `timeout_s`,
             or not one of ours.
     """
+    body = await _read_body(reader, max_bytes, timeout_s)
+    if body is None:
+        return None
+    try:
+        return _decoder.decode(body)
+    except msgspec.DecodeError as exc:
+        raise RuntimeProtocolError(f"not a runtime frame: {exc}") from exc
+
+
+async def read_raw_frame(
+    reader: asyncio.StreamReader, max_bytes: int, *, timeout_s: float = FRAME_TIMEOUT_S
+) -> RawFrame | None:
+    """As `read_frame`, with a Call's envelopes and a Result's outcomes left encoded.
+
+    Raises:
+        RuntimeProtocolError: as `read_frame`.
+    """
+    body = await _read_body(reader, max_bytes, timeout_s)
+    if body is None:
+        return None
+    try:
+        return _raw_decoder.decode(body)
+    except msgspec.DecodeError as exc:
+        raise RuntimeProtocolError(f"not a runtime frame: {exc}") from exc
+
+
+async def _read_body(
+    reader: asyncio.StreamReader, max_bytes: int, timeout_s: float
+) -> bytes | None:
+    """The next frame's body, or None at a clean end of stream.
+
+    Raises:
+        RuntimeProtocolError: a frame over `max_bytes`, cut short, or stalled past `timeout_s`.
+    """
     try:
         # An idle persistent connection waits here, unbounded.
         first = await reader.readexactly(1)
@@ -147,14 +217,10 @@ async def read_frame(
                 raise RuntimeProtocolError(
                     f"frame of {size} bytes is over the bound of {max_bytes}"
                 )
-            body = await reader.readexactly(size)
+            return await reader.readexactly(size)
     except TimeoutError as exc:
         raise RuntimeProtocolError(
             f"a frame started but did not arrive whole within {timeout_s:g} s"
         ) from exc
     except asyncio.IncompleteReadError as exc:
         raise RuntimeProtocolError("stream ended inside a frame") from exc
-    try:
-        return _decoder.decode(body)
-    except msgspec.DecodeError as exc:
-        raise RuntimeProtocolError(f"not a runtime frame: {exc}") from exc

@@ -20,8 +20,10 @@ import logging
 import math
 import socket
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+import msgspec
 
 from asya.actor import ActorConfig
 from asya.envelope import Envelope, Reason
@@ -34,9 +36,13 @@ from asya.runtime.frames import (
     FrameBounds,
     Ping,
     Pong,
-    Result,
+    RawCall,
+    RawResult,
+    decode_outcome,
     encode_frame,
+    encode_outcome,
     read_frame,
+    read_raw_frame,
 )
 from asya.settings import env_var
 
@@ -51,7 +57,7 @@ def user_environment(env: Mapping[str, str]) -> dict[str, str]:
 
 @dataclass(eq=False)
 class _Pending:
-    answer: asyncio.Future[list[Outcome]]
+    answer: asyncio.Future[list[msgspec.Raw]]
     count: int
 
 
@@ -115,14 +121,30 @@ class ProcessInvoker:
             self._changed.notify_all()
 
     async def invoke(self, envelopes: Sequence[Envelope]) -> list[Outcome]:
+        def frame(call_id: int) -> bytes:
+            return encode_frame(Call(call_id, list(envelopes)))
+
+        return [decode_outcome(raw) for raw in await self._call(frame, len(envelopes))]
+
+    async def invoke_raw(self, envelopes: list[msgspec.Raw]) -> list[msgspec.Raw]:
+        """As `invoke`, with the envelopes and their outcomes left as msgpack: the runtime's
+        supervisor forwards calls without decoding them."""
+
+        def frame(call_id: int) -> bytes:
+            return encode_frame(RawCall(call_id, envelopes))
+
+        return await self._call(frame, len(envelopes))
+
+    async def _call(self, frame: Callable[[int], bytes], count: int) -> list[msgspec.Raw]:
+        """Send the Call `frame(id)` for `count` envelopes to a free worker; its outcomes."""
         await self.start()
         assert self.info is not None
         worker = await self._acquire()
         call_id = next(self._ids)
-        answer: asyncio.Future[list[Outcome]] = asyncio.get_running_loop().create_future()
-        worker.pending[call_id] = _Pending(answer, len(envelopes))
+        answer: asyncio.Future[list[msgspec.Raw]] = asyncio.get_running_loop().create_future()
+        worker.pending[call_id] = _Pending(answer, count)
         try:
-            worker.writer.write(encode_frame(Call(call_id, list(envelopes))))
+            worker.writer.write(frame(call_id))
             await worker.writer.drain()
             limit = self.info.timeout_s + self._kill_grace_s
             try:
@@ -130,10 +152,10 @@ class ProcessInvoker:
             except TimeoutError:
                 log.warning("worker killed: call ran past its timeout", extra={"call": call_id})
                 await self._retire(worker)
-                return [self._timeout_failure()] * len(envelopes)
+                return [encode_outcome(self._timeout_failure())] * count
         except ConnectionError:
             await self._retire(worker)
-            return [_crashed("the worker's connection broke")] * len(envelopes)
+            return [encode_outcome(_crashed("the worker's connection broke"))] * count
         finally:
             worker.pending.pop(call_id, None)
             async with self._changed:
@@ -200,10 +222,10 @@ class ProcessInvoker:
     async def _listen(self, worker: _Worker) -> None:
         try:
             while True:
-                frame = await read_frame(worker.reader, worker.result_bytes)
+                frame = await read_raw_frame(worker.reader, worker.result_bytes)
                 if frame is None:
                     break
-                if isinstance(frame, Result):
+                if isinstance(frame, RawResult):
                     pending = worker.pending.get(frame.id)
                     if pending is not None and not pending.answer.done():
                         pending.answer.set_result(frame.outcomes)
@@ -211,7 +233,8 @@ class ProcessInvoker:
             log.error("worker connection failed", extra={"error": str(exc)})
         for pending in list(worker.pending.values()):
             if not pending.answer.done():
-                pending.answer.set_result([_crashed("the worker process exited")] * pending.count)
+                crashed = encode_outcome(_crashed("the worker process exited"))
+                pending.answer.set_result([crashed] * pending.count)
         if worker.alive:
             await self._retire(worker)
 
