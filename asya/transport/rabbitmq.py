@@ -63,6 +63,7 @@ from asya.transport.base import (
     queue_name,
     reply_queue_name,
 )
+from asya.transport.rabbitmq_acks import ChannelAcks
 from asya.transport.rabbitmq_consuming import RabbitMQReplyQueue, RabbitMQSubscription, death_of
 from asya.transport.rabbitmq_records import RabbitMQRecordStore
 from asya.transport.records import RecordKind, Retention, records_stream_name
@@ -146,7 +147,7 @@ class RabbitMQTransport:
         self._declared: set[str] = set()
         self._delay_queues: set[str] = set()
         self._tags = itertools.count(1)
-        self._in_flight: dict[int, AbstractIncomingMessage] = {}
+        self._in_flight: dict[int, tuple[AbstractIncomingMessage, ChannelAcks]] = {}
         self._unacked: dict[str, int] = {}
         self._reopening = asyncio.Lock()
 
@@ -381,10 +382,11 @@ class RabbitMQTransport:
         await subscription.start(prefetch)
         return subscription
 
-    def track(self, actor: str, incoming: AbstractIncomingMessage) -> Message:
-        """Give a delivery our own tag (broker tags repeat across channels)."""
+    def track(self, actor: str, incoming: AbstractIncomingMessage, acks: ChannelAcks) -> Message:
+        """Give a delivery our own tag (broker tags repeat across channels); `acks` settles
+        it."""
         tag = next(self._tags)
-        self._in_flight[tag] = incoming
+        self._in_flight[tag] = (incoming, acks)
         self._unacked[actor] = self._unacked.get(actor, 0) + 1
         return Message(
             actor,
@@ -394,34 +396,32 @@ class RabbitMQTransport:
             death=death_of(incoming.headers) if incoming.headers else None,
         )
 
-    def _settled(self, message: Message) -> AbstractIncomingMessage | None:
+    def _settled(self, message: Message) -> tuple[AbstractIncomingMessage, ChannelAcks] | None:
         return self.forget(message.tag, message.actor)
 
-    def forget(self, tag: int, actor: str) -> AbstractIncomingMessage | None:
+    def forget(self, tag: int, actor: str) -> tuple[AbstractIncomingMessage, ChannelAcks] | None:
         """Stop tracking a delivery (settled, or given back with its channel)."""
-        incoming = self._in_flight.pop(tag, None)
-        if incoming is not None:
+        tracked = self._in_flight.pop(tag, None)
+        if tracked is not None:
             self._unacked[actor] = self._unacked.get(actor, 1) - 1
-        return incoming
+        return tracked
 
     async def ack(self, message: Message) -> None:
-        incoming = self._settled(message)
-        if incoming is None:
+        """Ack at the end of this loop iteration, with the other acks of its channel
+        (`asya.transport.rabbitmq_acks`): a channel lost before is logged there."""
+        tracked = self._settled(message)
+        if tracked is None:
             return
-        try:
-            await incoming.ack()
-        except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError):
-            # The channel died with the message on it: the broker redelivers it.
-            log.warning(
-                "ack lost with its channel; expect a redelivery", extra={"actor": message.actor}
-            )
+        incoming, acks = tracked
+        acks.ack(_delivery_tag(incoming))
 
     async def requeue(self, message: Message) -> None:
-        incoming = self._settled(message)
-        if incoming is None:
+        tracked = self._settled(message)
+        if tracked is None:
             return
+        incoming, acks = tracked
         try:
-            await incoming.nack(requeue=True)
+            await acks.nack(_delivery_tag(incoming))
         except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError):
             log.warning("requeue lost with its channel", extra={"actor": message.actor})
 
@@ -509,6 +509,12 @@ class RabbitMQTransport:
         if self._connection is not None:
             await self._connection.close()
             self._connection = None
+
+
+def _delivery_tag(incoming: AbstractIncomingMessage) -> int:
+    tag = incoming.delivery_tag
+    assert tag is not None  # set on every delivery of a consumer that acks
+    return tag
 
 
 def _safe(url: str) -> str:

@@ -21,6 +21,7 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue
 
 from asya.errors import TransportError
 from asya.transport.base import Death, DeathReason, Message
+from asya.transport.rabbitmq_acks import ChannelAcks
 
 if TYPE_CHECKING:
     from asya.transport.rabbitmq import RabbitMQTransport
@@ -53,6 +54,8 @@ class RabbitMQSubscription:
         self._queue: AbstractQueue | None = None
         self._consumer_tag: str | None = None
         self._tags: set[int] = set()
+        self._acks: ChannelAcks | None = None
+        """Settles the deliveries of the underlying channel they came on (the latest)."""
 
     async def start(self, prefetch: int) -> None:
         self._prefetch = prefetch
@@ -100,7 +103,14 @@ class RabbitMQSubscription:
                 await old.close()
 
     async def _deliver(self, incoming: AbstractIncomingMessage) -> None:
-        message = self._transport.track(self._actor, incoming)
+        underlay = incoming.channel
+        acks = self._acks
+        if acks is None or acks.channel is not underlay:
+            # A first delivery, or the first on a channel reopened after a lost connection.
+            acks = self._acks = ChannelAcks(underlay, self._actor)
+        assert incoming.delivery_tag is not None  # set when acking is on, as here
+        acks.delivered(incoming.delivery_tag)
+        message = self._transport.track(self._actor, incoming, acks)
         self._tags.add(message.tag)
         self._inbox.put_nowait(message)
 
@@ -109,6 +119,8 @@ class RabbitMQSubscription:
 
     async def close(self) -> None:
         """Stop consuming; closing the channel gives back everything it still holds."""
+        if self._acks is not None:
+            await self._acks.flush()  # what is done stays done
         await self.pause()
         while not self._inbox.empty():
             message = self._inbox.get_nowait()

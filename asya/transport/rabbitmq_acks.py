@@ -1,0 +1,127 @@
+"""Settling one consumer channel's deliveries: acks asked for together go as one frame.
+
+The broker numbers a channel's deliveries 1, 2, 3, …, and `basic.ack(tag, multiple=True)`
+settles every unsettled delivery up to `tag` at once. `ChannelAcks` keeps the channel's
+unsettled deliveries in that order. An ack is not sent when asked for but at the end of the
+event loop's iteration, with every other ack asked for in it: the run of deliveries from the
+oldest unsettled one on that are all acked goes as one `multiple` ack; an acked delivery behind
+one still being worked on goes as an ack of its own (holding it back would keep a prefetch slot
+busy for as long as the slow one takes). So a multiple ack never covers a delivery that is not
+done: each one it settles had its outputs confirmed before its ack was asked for, as with single
+acks. A requeue (`basic.nack`) sends the acks asked for before it first, and is never covered
+by a multiple ack: it is settled, and removed, before any later flush.
+
+Deferring an ack to the end of the iteration changes nothing a crash could see: an ack is a
+frame the broker does not answer, and a delivery whose ack was never written is redelivered
+either way. One `ChannelAcks` per underlying (aiormq) channel: tags start again at 1 on a
+channel reopened after a lost connection, whose old deliveries the broker has already taken
+back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import aio_pika
+import aiormq
+import aiormq.abc
+
+log = logging.getLogger(__name__)
+
+_LOST = (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError)
+
+
+class ChannelAcks:
+    """See the module docstring."""
+
+    def __init__(self, channel: aiormq.abc.AbstractChannel, actor: str) -> None:
+        self.channel = channel
+        self._actor = actor
+        self._unsettled: dict[int, bool] = {}
+        """Delivery tag -> whether its ack was asked for; in delivery order (tags grow)."""
+        self._scheduled = False
+        self._flushes: set[asyncio.Task[None]] = set()
+        self._sending = asyncio.Lock()
+        """Held from taking tags off `_unsettled` until their frames are written: a multiple
+        ack taken later must not reach the broker before a frame taken earlier, or it would
+        settle that frame's tag first (and the broker closes the channel on the second)."""
+        self.frames = 0
+        """Ack frames sent: fewer than the deliveries acked when acks were batched."""
+
+    def delivered(self, tag: int) -> None:
+        self._unsettled[tag] = False
+
+    def ack(self, tag: int) -> None:
+        """Ack `tag` at the end of this loop iteration, with the other acks asked for in it."""
+        if tag not in self._unsettled:
+            return
+        self._unsettled[tag] = True
+        if not self._scheduled:
+            self._scheduled = True
+            task = asyncio.get_running_loop().create_task(self._flush_soon())
+            self._flushes.add(task)
+            task.add_done_callback(self._flushes.discard)
+
+    async def nack(self, tag: int) -> None:
+        """Give `tag` back to the queue now, after the acks asked for before it.
+
+        Raises:
+            aiormq.exceptions.AMQPError, ChannelInvalidStateError: the channel is gone (the
+                broker takes the delivery back with it).
+        """
+        async with self._sending:
+            await self._send_acked()
+            self._unsettled.pop(tag, None)
+            await self.channel.basic_nack(tag, requeue=True)
+
+    def forget(self, tag: int) -> None:
+        """`tag` was given back with its channel: nothing is to be sent for it."""
+        self._unsettled.pop(tag, None)
+
+    async def flush(self) -> None:
+        """Send every ack asked for so far."""
+        async with self._sending:
+            await self._send_acked()
+
+    async def _send_acked(self) -> None:
+        first, last, singles = self._take_acked()
+        try:
+            if last is not None:
+                await self.channel.basic_ack(last, multiple=last != first)
+                self.frames += 1
+            for tag in singles:
+                await self.channel.basic_ack(tag)
+                self.frames += 1
+        except _LOST as exc:
+            # The channel died with these deliveries on it: the broker redelivers them.
+            log.warning(
+                "acks lost with their channel; expect redeliveries",
+                extra={"actor": self._actor, "error": repr(exc)},
+            )
+
+    async def _flush_soon(self) -> None:
+        # A task's first step runs after the callbacks already ready: every ack asked for by
+        # the handlers woken in this iteration is in by then. An ack asked for while this one
+        # sends schedules the next.
+        self._scheduled = False
+        await self.flush()
+
+    def _take_acked(self) -> tuple[int | None, int | None, list[int]]:
+        """The first and last tags of the acked run at the front (None: no such run) and the
+        acked tags behind an unacked one; none of them unsettled any more."""
+        first: int | None = None
+        last: int | None = None
+        singles: list[int] = []
+        in_front = True
+        for tag, acked in self._unsettled.items():
+            if not acked:
+                in_front = False
+            elif in_front:
+                first = tag if first is None else first
+                last = tag
+            else:
+                singles.append(tag)
+        for tag in [t for t in self._unsettled if last is not None and t <= last] + singles:
+            del self._unsettled[tag]
+        return first, last, singles
