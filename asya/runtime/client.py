@@ -25,6 +25,7 @@ from asya.runtime.frames import (
     Call,
     Fault,
     Frame,
+    FrameWriter,
     Ping,
     Pong,
     Result,
@@ -46,7 +47,7 @@ class RuntimeClient:
         self._listener: asyncio.Task[None] | None = None
         self._pending: dict[int, asyncio.Future[Frame]] = {}
         self._ids = itertools.count(1)
-        self._write_lock = asyncio.Lock()
+        self._frames: FrameWriter | None = None
         self._read_bytes = HANDSHAKE_FRAME_BYTES
         self.pong: Pong | None = None
         """The runtime's answer to the ping `connect` sends: its actor, capacity and bounds."""
@@ -69,6 +70,7 @@ class RuntimeClient:
             self._reader, self._writer = await asyncio.open_unix_connection(self._path)
         except OSError as exc:
             raise RuntimeUnavailableError(f"runtime socket {self._path}: {exc}") from exc
+        self._frames = FrameWriter(self._writer)
         self._listener = asyncio.create_task(self._listen(self._reader))
         try:
             pong = await self.ping()
@@ -127,7 +129,8 @@ class RuntimeClient:
 
     async def aclose(self) -> None:
         if self._writer is not None:
-            self._writer.close()
+            assert self._frames is not None
+            self._frames.close()
             with contextlib.suppress(ConnectionError):
                 await self._writer.wait_closed()
         if self._listener is not None:
@@ -142,9 +145,9 @@ class RuntimeClient:
         answer: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = answer
         try:
-            async with self._write_lock:
-                self._writer.write(data)
-                await self._writer.drain()
+            assert self._frames is not None
+            self._frames.send(data)
+            await self._frames.drain()
             return await answer
         except ConnectionError as exc:
             raise RuntimeUnavailableError(f"runtime connection broke: {exc}") from exc

@@ -29,6 +29,7 @@ from asya.runtime.frames import (
     Fault,
     Frame,
     FrameBounds,
+    FrameWriter,
     Ping,
     Pong,
     RawCall,
@@ -77,7 +78,7 @@ class Connection:
         self._capacity = capacity
         self._bounds = bounds
         self._frame_timeout_s = frame_timeout_s
-        self._write_lock = asyncio.Lock()
+        self._frames = FrameWriter(writer)
         self._forward = invoker if isinstance(invoker, RawInvoker) else None
         self._read = read_frame if self._forward is None else read_raw_frame
         self.in_flight: set[asyncio.Task[None]] = set()
@@ -147,10 +148,9 @@ class Connection:
         await self._write(encode_frame(frame))
 
     async def _write(self, data: bytes) -> None:
-        async with self._write_lock:
-            with contextlib.suppress(ConnectionError):
-                self._writer.write(data)
-                await self._writer.drain()
+        self._frames.send(data)
+        with contextlib.suppress(ConnectionError):
+            await self._frames.drain()
 
     async def drain(self, grace_s: float) -> None:
         """Wait up to `grace_s` for calls in flight, then cancel the rest."""
@@ -161,7 +161,7 @@ class Connection:
             await asyncio.gather(*pending, return_exceptions=True)
 
     async def close(self) -> None:
-        self._writer.close()
+        self._frames.close()
         with contextlib.suppress(ConnectionError):
             await self._writer.wait_closed()
 

@@ -23,6 +23,7 @@ first byte of the next one is unbounded, as a persistent connection may idle.
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 from typing import Final
 
@@ -55,6 +56,8 @@ PROTOCOL: Final = 2
 """Version of the frames below; a sidecar and a runtime must speak the same one."""
 
 _HEADER: Final = struct.Struct(">I")
+
+log = logging.getLogger(__name__)
 
 
 class FrameBounds(msgspec.Struct, frozen=True, kw_only=True):
@@ -151,6 +154,49 @@ def decode_outcome(raw: msgspec.Raw) -> Outcome:
         return _outcome_decoder.decode(raw)
     except msgspec.DecodeError as exc:
         raise RuntimeProtocolError(f"not an outcome: {exc}") from exc
+
+
+class FrameWriter:
+    """Writes frames to one stream; the frames sent in one event loop iteration go out as one
+    write at its end: one system call, and one wake-up of the peer, for a burst of calls or
+    results, as when several deliveries arrive in one read. Order is kept."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+        self._queued: list[bytes] = []
+        self._flush_handle: asyncio.Handle | None = None
+
+    def send(self, data: bytes) -> None:
+        """Queue `data` (whole frames) to be written at the end of this iteration."""
+        self._queued.append(data)
+        if self._flush_handle is None:
+            self._flush_handle = asyncio.get_running_loop().call_soon(self._flush)
+
+    async def drain(self) -> None:
+        """Wait while the stream's buffer is full (the peer reads slower than we write).
+
+        Raises:
+            ConnectionError: the connection is lost.
+        """
+        await self._writer.drain()
+
+    def close(self) -> None:
+        """Write what is queued, then close the stream."""
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush()
+        self._writer.close()
+
+    def _flush(self) -> None:
+        self._flush_handle = None
+        queued, self._queued = self._queued, []
+        if not queued or self._writer.is_closing():
+            return  # the peer's reader sees the connection end and fails what waits on it
+        try:
+            self._writer.write(queued[0] if len(queued) == 1 else b"".join(queued))
+        except (ConnectionError, RuntimeError):
+            # Lost mid-iteration: as above, the reading side fails what waits on it.
+            log.debug("frames not written: the connection is gone")
 
 
 def encode_frame(frame: Frame | RawFrame) -> bytes:

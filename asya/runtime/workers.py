@@ -34,6 +34,7 @@ from asya.runtime.frames import (
     Call,
     Fault,
     FrameBounds,
+    FrameWriter,
     Ping,
     Pong,
     RawCall,
@@ -65,7 +66,7 @@ class _Pending:
 class _Worker:
     process: asyncio.subprocess.Process
     reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
+    frames: FrameWriter
     pending: dict[int, _Pending] = field(default_factory=dict)
     busy: int = 0
     listener: asyncio.Task[None] | None = None
@@ -144,8 +145,8 @@ class ProcessInvoker:
         answer: asyncio.Future[list[msgspec.Raw]] = asyncio.get_running_loop().create_future()
         worker.pending[call_id] = _Pending(answer, count)
         try:
-            worker.writer.write(frame(call_id))
-            await worker.writer.drain()
+            worker.frames.send(frame(call_id))
+            await worker.frames.drain()
             limit = self.info.timeout_s + self._kill_grace_s
             try:
                 return await asyncio.wait_for(asyncio.shield(answer), limit)
@@ -196,7 +197,7 @@ class ProcessInvoker:
         finally:
             child.close()
         reader, writer = await asyncio.open_unix_connection(sock=parent)
-        worker = _Worker(process, reader, writer)
+        worker = _Worker(process, reader, FrameWriter(writer))
         try:
             pong = await asyncio.wait_for(self._handshake(worker), self._start_timeout_s)
         except (TimeoutError, ActorDefinitionError, RuntimeProtocolError, ConnectionError):
@@ -207,8 +208,8 @@ class ProcessInvoker:
         return worker, pong
 
     async def _handshake(self, worker: _Worker) -> Pong:
-        worker.writer.write(encode_frame(Ping(0)))
-        await worker.writer.drain()
+        worker.frames.send(encode_frame(Ping(0)))
+        await worker.frames.drain()
         frame = await read_frame(worker.reader, HANDSHAKE_FRAME_BYTES)
         if isinstance(frame, Pong):
             return frame
@@ -269,7 +270,7 @@ class ProcessInvoker:
     async def _stop(self, worker: _Worker, *, grace_s: float = 0.0) -> None:
         """Close the worker's socket (it exits on its own) and kill it after `grace_s`."""
         worker.alive = False
-        worker.writer.close()
+        worker.frames.close()
         try:
             await asyncio.wait_for(worker.process.wait(), grace_s)
         except TimeoutError:
