@@ -149,7 +149,14 @@ class Consumer:
             if len(plans) == 1:  # the common case, without gather's task per plan
                 return [await self._deliver(plans[0], started)]
             # A batch's outputs are all in flight at once: each waits only for its own confirms.
-            return list(await asyncio.gather(*(self._deliver(p, started) for p in plans)))
+            # Every delivery finishes (none left publishing unwatched) before anything is raised.
+            settled = await asyncio.gather(
+                *(self._deliver(p, started) for p in plans), return_exceptions=True
+            )
+            for result in settled:
+                if isinstance(result, BaseException):
+                    raise result
+            return [s for s in settled if isinstance(s, Settle)]
         finally:
             if self._tracing is not None:
                 for plan in plans:  # already ended, unless the batch failed (handled again)

@@ -124,7 +124,11 @@ class Connection:
         data = encode_frame(RawResult(call.id, outcomes))
         if len(data) > self._bounds.result_bytes:
             # The worker fitted its Result to the same bound; only the call id differs.
-            await self._send_result(call.id, [decode_outcome(o) for o in outcomes])
+            try:
+                decoded = [decode_outcome(o) for o in outcomes]
+            except RuntimeProtocolError as exc:
+                decoded = [_unreadable(str(exc))] * len(outcomes)
+            await self._send_result(call.id, decoded)
             return
         await self._write(data)
 
@@ -185,6 +189,15 @@ def _fit(outcomes: list[Outcome], size: int, limit_bytes: int) -> list[Outcome]:
         fitted[index] = too_large
         size += replacement - sizes[index]
     return fitted
+
+
+def _unreadable(why: str) -> Failure:
+    return Failure(
+        reason=Reason.WORKER_CRASHED,
+        type="WorkerCrashed",
+        message=f"the worker's answer could not be read ({why}); the call may be tried again",
+        retryable=True,
+    )
 
 
 def _portable(outcome: Outcome) -> Outcome:

@@ -9,7 +9,8 @@ one still being worked on goes as an ack of its own (holding it back would keep 
 busy for as long as the slow one takes). So a multiple ack never covers a delivery that is not
 done: each one it settles had its outputs confirmed before its ack was asked for, as with single
 acks. A requeue (`basic.nack`) sends the acks asked for before it first, and is never covered
-by a multiple ack: it is settled, and removed, before any later flush.
+by a multiple ack: until its own frame is written (for good, if that fails or is cancelled) it
+stops every run of acks behind it.
 
 Deferring an ack to the end of the iteration changes nothing a crash could see: an ack is a
 frame the broker does not answer, and a delivery whose ack was never written is redelivered
@@ -22,14 +23,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Final
 
-import aio_pika
-import aiormq
 import aiormq.abc
 
 log = logging.getLogger(__name__)
 
-_LOST = (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError)
+_WORKING: Final = 0
+_ACKED: Final = 1
+_REQUEUING: Final = 2
+"""A delivery whose nack may not have reached the broker: it stops every run of acks after it
+until its nack is written (for good, if that fails or is cancelled: later acks then go one by
+one, which is always safe)."""
 
 
 class ChannelAcks:
@@ -38,8 +43,8 @@ class ChannelAcks:
     def __init__(self, channel: aiormq.abc.AbstractChannel, actor: str) -> None:
         self.channel = channel
         self._actor = actor
-        self._unsettled: dict[int, bool] = {}
-        """Delivery tag -> whether its ack was asked for; in delivery order (tags grow)."""
+        self._unsettled: dict[int, int] = {}
+        """Delivery tag -> _WORKING, _ACKED or _REQUEUING; in delivery order (tags grow)."""
         self._scheduled = False
         self._flushes: set[asyncio.Task[None]] = set()
         self._sending = asyncio.Lock()
@@ -50,13 +55,13 @@ class ChannelAcks:
         """Ack frames sent: fewer than the deliveries acked when acks were batched."""
 
     def delivered(self, tag: int) -> None:
-        self._unsettled[tag] = False
+        self._unsettled[tag] = _WORKING
 
     def ack(self, tag: int) -> None:
         """Ack `tag` at the end of this loop iteration, with the other acks asked for in it."""
-        if tag not in self._unsettled:
+        if self._unsettled.get(tag) != _WORKING:
             return
-        self._unsettled[tag] = True
+        self._unsettled[tag] = _ACKED
         if not self._scheduled:
             self._scheduled = True
             task = asyncio.get_running_loop().create_task(self._flush_soon())
@@ -72,8 +77,11 @@ class ChannelAcks:
         """
         async with self._sending:
             await self._send_acked()
-            self._unsettled.pop(tag, None)
+            if tag not in self._unsettled:
+                return
+            self._unsettled[tag] = _REQUEUING
             await self.channel.basic_nack(tag, requeue=True)
+            del self._unsettled[tag]
 
     def forget(self, tag: int) -> None:
         """`tag` was given back with its channel: nothing is to be sent for it."""
@@ -93,7 +101,7 @@ class ChannelAcks:
             for tag in singles:
                 await self.channel.basic_ack(tag)
                 self.frames += 1
-        except _LOST as exc:
+        except Exception as exc:
             # The channel died with these deliveries on it: the broker redelivers them.
             log.warning(
                 "acks lost with their channel; expect redeliveries",
@@ -114,8 +122,8 @@ class ChannelAcks:
         last: int | None = None
         singles: list[int] = []
         in_front = True
-        for tag, acked in self._unsettled.items():
-            if not acked:
+        for tag, state in self._unsettled.items():
+            if state != _ACKED:
                 in_front = False
             elif in_front:
                 first = tag if first is None else first

@@ -117,3 +117,46 @@ async def test_concurrent_publishes_after_the_channel_closed_all_get_through(tra
     )
 
     assert (await transport.depth("known")).ready == 20
+
+
+async def test_acks_batched_with_a_requeue_among_them_settle_exactly_on_the_broker(transport):
+    await transport.declare("known")
+    for i in range(20):
+        await transport.publish("known", b"m%d" % i)
+    subscription = await transport.subscribe("known", prefetch=20)
+    messages = [await asyncio.wait_for(subscription.get(), 10) for _ in range(20)]
+
+    # All asked for in one loop iteration (one flush), the requeue in the middle of them,
+    # and the subscription closed at once: nothing may be left unsent or wrongly covered.
+    for message in messages:
+        if message.body == b"m7":
+            await transport.requeue(message)
+        else:
+            await transport.ack(message)
+    await subscription.close()
+
+    again = await transport.subscribe("known", prefetch=20)
+    back = await asyncio.wait_for(again.get(), 10)
+    await transport.ack(back)
+    await again.close()
+    assert back.body == b"m7"
+    assert (await transport.depth("known")).ready == 0
+
+
+async def test_acks_after_resuming_on_a_new_channel_settle_there(transport):
+    await transport.declare("known")
+    subscription = await transport.subscribe("known", prefetch=4)
+    await transport.publish("known", b"before")
+    first = await asyncio.wait_for(subscription.get(), 10)
+    await transport.ack(first)
+    await subscription.pause()
+    await subscription._channel.close()  # the broker closed it while paused
+
+    await subscription.resume()
+    await transport.publish("known", b"after")
+    second = await asyncio.wait_for(subscription.get(), 10)
+    await transport.ack(second)
+    await subscription.close()
+
+    assert (first.body, second.body) == (b"before", b"after")
+    assert (await transport.depth("known")).ready == 0

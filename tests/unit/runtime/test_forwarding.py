@@ -60,7 +60,7 @@ async def test_a_call_reaches_the_invoker_as_sent_and_its_outcomes_come_back_as_
 
     writer.write(encode_frame(Call(7, envelopes)))
     await writer.drain()
-    answer = await read_frame(reader, bounds.result_bytes)
+    answer = await asyncio.wait_for(read_frame(reader, bounds.result_bytes), 10)
     writer.close()
     await serving
     await connection.close()

@@ -57,12 +57,12 @@ async def test_closing_writes_what_is_queued_first():
     assert (stream.writes, stream.closed) == ([b"last result"], True)
 
 
-async def test_frames_queued_for_a_stream_closed_meanwhile_are_dropped_without_raising():
+async def test_frames_queued_for_a_stream_closed_meanwhile_are_not_written_and_nothing_raises():
     stream = Stream()
     frames = FrameWriter(stream)  # type: ignore[arg-type]
 
     frames.send(b"too late")
-    stream.close()  # the peer went away; its reader fails what waited on these
+    stream.close()  # the connection went away (the reading side fails what waits on it)
     await asyncio.sleep(0)
 
     assert stream.writes == []

@@ -70,9 +70,58 @@ async def test_a_runtime_speaking_another_protocol_is_refused_naming_both(tmp_pa
         with pytest.raises(RuntimeProtocolError) as raised:
             await client.connect()
     finally:
-        await served.wait()
+        await asyncio.wait_for(served.wait(), 10)
         server.close()
         await server.wait_closed()
 
     assert f"protocol {version} and this side {PROTOCOL}" in str(raised.value)
     assert not client.connected
+
+
+async def test_a_runtime_older_than_the_protocol_field_is_refused_too(tmp_path):
+    # Its Pong: the actor's options flat (no `retry` Struct), no `protocol`.
+    path = str(tmp_path / "rt.sock")
+    served = asyncio.Event()
+    bounds = frame_bounds(Limits(), None)
+    legacy = {
+        "type": "pong",
+        "id": 0,
+        "actor": {
+            "name": "a",
+            "timeout_s": 300.0,
+            "concurrency": 1,
+            "batch": None,
+            "batch_wait_ms": 10,
+            "max_attempts": 3,
+            "base_delay_ms": 1000,
+            "factor": 2.0,
+            "max_delay_ms": 60000,
+            "jitter": 0.1,
+            "retry_timeouts": True,
+        },
+        "capacity": 1,
+        "bounds": {"call_bytes": bounds.call_bytes, "result_bytes": bounds.result_bytes},
+    }
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        frame = await read_frame(reader, HANDSHAKE_FRAME_BYTES)
+        assert isinstance(frame, Ping)
+        body = msgspec.msgpack.encode({**legacy, "id": frame.id})
+        writer.write(len(body).to_bytes(4, "big") + body)
+        await writer.drain()
+        await reader.read()
+        writer.close()
+        await writer.wait_closed()
+        served.set()
+
+    server = await asyncio.start_unix_server(serve, path=path)
+    client = RuntimeClient(path)
+    try:
+        with pytest.raises(RuntimeProtocolError) as raised:
+            await client.connect()
+    finally:
+        await asyncio.wait_for(served.wait(), 10)
+        server.close()
+        await server.wait_closed()
+
+    assert f"protocol 0 and this side {PROTOCOL}" in str(raised.value)

@@ -129,6 +129,29 @@ async def test_a_requeue_sends_the_acks_before_it_first_and_is_never_covered():
     assert (sorted(broker.acked), broker.requeued) == ([1, 3, 4], [2])
 
 
+async def test_a_requeue_cut_before_its_frame_is_written_is_never_covered_by_a_later_ack():
+    broker = Broker()
+    acks = ChannelAcks(broker, "a")  # type: ignore[arg-type]
+    deliver(broker, acks, 3)
+    stuck = asyncio.Event()
+
+    async def nack_stuck(delivery_tag: int, requeue: bool = True) -> None:
+        await stuck.wait()  # aiormq's write queue is full: the frame is not queued yet
+
+    broker.basic_nack = nack_stuck  # type: ignore[method-assign]
+    requeue = asyncio.create_task(acks.nack(1))
+    await asyncio.sleep(0)
+    requeue.cancel()  # a drain's grace period ran out
+    await asyncio.gather(requeue, return_exceptions=True)
+    acks.ack(2)
+    acks.ack(3)
+    await settle_soon()
+
+    assert broker.errors == []
+    assert broker.frames == [("ack", 2, False), ("ack", 3, False)]
+    assert broker.unsettled == {1}  # the broker still holds it, and redelivers it
+
+
 async def test_acks_on_a_lost_channel_are_logged_not_raised(caplog):
     broker = Broker()
     acks = ChannelAcks(broker, "a")  # type: ignore[arg-type]
