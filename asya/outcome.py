@@ -40,3 +40,10 @@ class Failure(msgspec.Struct, frozen=True, kw_only=True, tag="error", tag_field=
 
 
 Outcome = Success | Failure
+
+
+def worker_crashed(message: str) -> Failure:
+    """A call that ended with its worker, not with the handler: retryable."""
+    return Failure(
+        reason=Reason.WORKER_CRASHED, type="WorkerCrashed", message=message, retryable=True
+    )

@@ -21,7 +21,7 @@ from asya.actor import ActorConfig
 from asya.envelope import Reason
 from asya.errors import RuntimeProtocolError
 from asya.handler import Invoker
-from asya.outcome import Failure, Outcome
+from asya.outcome import Failure, Outcome, worker_crashed
 from asya.runtime.frames import (
     FRAME_TIMEOUT_S,
     PROTOCOL,
@@ -127,7 +127,8 @@ class Connection:
             try:
                 decoded = [decode_outcome(o) for o in outcomes]
             except RuntimeProtocolError as exc:
-                decoded = [_unreadable(str(exc))] * len(outcomes)
+                unreadable = f"the worker's answer could not be read ({exc})"
+                decoded = [worker_crashed(unreadable)] * len(outcomes)
             await self._send_result(call.id, decoded)
             return
         await self._write(data)
@@ -189,15 +190,6 @@ def _fit(outcomes: list[Outcome], size: int, limit_bytes: int) -> list[Outcome]:
         fitted[index] = too_large
         size += replacement - sizes[index]
     return fitted
-
-
-def _unreadable(why: str) -> Failure:
-    return Failure(
-        reason=Reason.WORKER_CRASHED,
-        type="WorkerCrashed",
-        message=f"the worker's answer could not be read ({why}); the call may be tried again",
-        retryable=True,
-    )
 
 
 def _portable(outcome: Outcome) -> Outcome:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from typing import Final
+from typing import Final, TypeVar
 
 import msgspec
 
@@ -216,13 +216,7 @@ async def read_frame(
         RuntimeProtocolError: a frame over `max_bytes`, cut short, stalled past `timeout_s`,
             or not one of ours.
     """
-    body = await _read_body(reader, max_bytes, timeout_s)
-    if body is None:
-        return None
-    try:
-        return _decoder.decode(body)
-    except msgspec.DecodeError as exc:
-        raise RuntimeProtocolError(f"not a runtime frame: {exc}") from exc
+    return _decoded(await _read_body(reader, max_bytes, timeout_s), _decoder)
 
 
 async def read_raw_frame(
@@ -233,11 +227,17 @@ async def read_raw_frame(
     Raises:
         RuntimeProtocolError: as `read_frame`.
     """
-    body = await _read_body(reader, max_bytes, timeout_s)
+    return _decoded(await _read_body(reader, max_bytes, timeout_s), _raw_decoder)
+
+
+_F = TypeVar("_F")
+
+
+def _decoded(body: bytes | None, decoder: msgspec.msgpack.Decoder[_F]) -> _F | None:
     if body is None:
         return None
     try:
-        return _raw_decoder.decode(body)
+        return decoder.decode(body)
     except msgspec.DecodeError as exc:
         raise RuntimeProtocolError(f"not a runtime frame: {exc}") from exc
 

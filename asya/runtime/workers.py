@@ -28,7 +28,7 @@ import msgspec
 from asya.actor import ActorConfig
 from asya.envelope import Envelope, Reason
 from asya.errors import ActorDefinitionError, RuntimeProtocolError
-from asya.outcome import Failure, Outcome
+from asya.outcome import Failure, Outcome, worker_crashed
 from asya.runtime.frames import (
     HANDSHAKE_FRAME_BYTES,
     Call,
@@ -294,9 +294,4 @@ class ProcessInvoker:
 
 
 def _crashed(why: str) -> Failure:
-    return Failure(
-        reason=Reason.WORKER_CRASHED,
-        type="WorkerCrashed",
-        message=f"{why} during the call; the worker was replaced",
-        retryable=True,
-    )
+    return worker_crashed(f"{why} during the call; the worker was replaced")

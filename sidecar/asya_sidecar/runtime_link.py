@@ -30,9 +30,9 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 
 from asya.clock import Clock
-from asya.envelope import Envelope, Reason
+from asya.envelope import Envelope
 from asya.errors import RuntimeProtocolError, RuntimeUnavailableError
-from asya.outcome import Failure, Outcome
+from asya.outcome import Outcome, worker_crashed
 from asya.retry import RetryPolicy, backoff_ms
 from asya.runtime.client import RuntimeClient
 from asya.runtime.frames import Pong
@@ -122,12 +122,7 @@ class RuntimeLink:
             "runtime connection lost during the same call repeatedly; failing it",
             extra={"socket": self._path, "cuts": MAX_CUTS},
         )
-        crashed = Failure(
-            reason=Reason.WORKER_CRASHED,
-            type="WorkerCrashed",
-            message=f"the runtime went away {MAX_CUTS} times during this call",
-            retryable=True,
-        )
+        crashed = worker_crashed(f"the runtime went away {MAX_CUTS} times during this call")
         return [crashed] * len(envelopes)
 
     async def aclose(self) -> None:

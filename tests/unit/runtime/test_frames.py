@@ -4,6 +4,7 @@ another protocol version is refused with a message saying what to do."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import msgspec
 import pytest
@@ -48,16 +49,15 @@ def test_a_pong_carries_every_option_of_the_actor_as_declared():
     )
 
 
-@pytest.mark.parametrize("version", [0, PROTOCOL + 1])
-async def test_a_runtime_speaking_another_protocol_is_refused_naming_both(tmp_path, version):
-    path = str(tmp_path / "rt.sock")
+async def refusal(path: str, pong: Callable[[int], bytes]) -> RuntimeProtocolError:
+    """What a client connecting to a runtime that answers its Ping with `pong(id)` (a whole
+    frame) raises; the stand-in runtime is gone when this returns."""
     served = asyncio.Event()
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         frame = await read_frame(reader, HANDSHAKE_FRAME_BYTES)
         assert isinstance(frame, Ping)
-        pong = Pong(frame.id, ActorConfig(name="a"), 1, frame_bounds(Limits(), None), version)
-        writer.write(encode_frame(pong))
+        writer.write(pong(frame.id))
         await writer.drain()
         await reader.read()  # until the client hangs up
         writer.close()
@@ -73,19 +73,26 @@ async def test_a_runtime_speaking_another_protocol_is_refused_naming_both(tmp_pa
         await asyncio.wait_for(served.wait(), 10)
         server.close()
         await server.wait_closed()
-
-    assert f"protocol {version} and this side {PROTOCOL}" in str(raised.value)
     assert not client.connected
+    return raised.value
+
+
+@pytest.mark.parametrize("version", [0, PROTOCOL + 1])
+async def test_a_runtime_speaking_another_protocol_is_refused_naming_both(tmp_path, version):
+    def pong(call_id: int) -> bytes:
+        bounds = frame_bounds(Limits(), None)
+        return encode_frame(Pong(call_id, ActorConfig(name="a"), 1, bounds, version))
+
+    error = await refusal(str(tmp_path / "rt.sock"), pong)
+
+    assert f"protocol {version} and this side {PROTOCOL}" in str(error)
 
 
 async def test_a_runtime_older_than_the_protocol_field_is_refused_too(tmp_path):
     # Its Pong: the actor's options flat (no `retry` Struct), no `protocol`.
-    path = str(tmp_path / "rt.sock")
-    served = asyncio.Event()
     bounds = frame_bounds(Limits(), None)
     legacy = {
         "type": "pong",
-        "id": 0,
         "actor": {
             "name": "a",
             "timeout_s": 300.0,
@@ -103,25 +110,10 @@ async def test_a_runtime_older_than_the_protocol_field_is_refused_too(tmp_path):
         "bounds": {"call_bytes": bounds.call_bytes, "result_bytes": bounds.result_bytes},
     }
 
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        frame = await read_frame(reader, HANDSHAKE_FRAME_BYTES)
-        assert isinstance(frame, Ping)
-        body = msgspec.msgpack.encode({**legacy, "id": frame.id})
-        writer.write(len(body).to_bytes(4, "big") + body)
-        await writer.drain()
-        await reader.read()
-        writer.close()
-        await writer.wait_closed()
-        served.set()
+    def pong(call_id: int) -> bytes:
+        body = msgspec.msgpack.encode({**legacy, "id": call_id})
+        return len(body).to_bytes(4, "big") + body
 
-    server = await asyncio.start_unix_server(serve, path=path)
-    client = RuntimeClient(path)
-    try:
-        with pytest.raises(RuntimeProtocolError) as raised:
-            await client.connect()
-    finally:
-        await asyncio.wait_for(served.wait(), 10)
-        server.close()
-        await server.wait_closed()
+    error = await refusal(str(tmp_path / "rt.sock"), pong)
 
-    assert f"protocol 0 and this side {PROTOCOL}" in str(raised.value)
+    assert f"protocol 0 and this side {PROTOCOL}" in str(error)
