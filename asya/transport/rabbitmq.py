@@ -23,9 +23,10 @@ the message, many may be in flight on one channel, and a message no queue would 
 message id, which is how the broker's return of an unroutable message finds its publish).
 A publish channel the broker closed is reopened on the next publish; `can_publish` says
 whether publishing is possible now (the sidecar's readiness). The connection is aio-pika's
-robust one: after a loss it reconnects with backoff and restores channels and consumers;
-messages that were in flight are redelivered by the broker (at-least-once), and settling
-them on the dead channel is logged, not raised. aio-pika errors are wrapped as
+robust one: after a loss it reconnects with backoff and restores channels and queues (and
+each subscription its consumer, `asya.transport.rabbitmq_consuming`); messages that were in
+flight are redelivered by the broker (at-least-once), and settling them on the dead channel
+is logged, not raised. aio-pika errors are wrapped as
 `TransportError` here, at the edge.
 """
 
@@ -46,7 +47,6 @@ import aiormq
 from aio_pika.abc import (
     AbstractChannel,
     AbstractExchange,
-    AbstractIncomingMessage,
     AbstractQueue,
     AbstractRobustConnection,
 )
@@ -64,7 +64,7 @@ from asya.transport.base import (
     reply_queue_name,
 )
 from asya.transport.rabbitmq_acks import ChannelAcks
-from asya.transport.rabbitmq_consuming import RabbitMQReplyQueue, RabbitMQSubscription, death_of
+from asya.transport.rabbitmq_consuming import RabbitMQReplyQueue, RabbitMQSubscription
 from asya.transport.rabbitmq_records import RabbitMQRecordStore
 from asya.transport.records import RecordKind, Retention, records_stream_name
 
@@ -79,6 +79,17 @@ DELAY_LADDER_MS: Final = (
     1_800_000, 3_600_000,
 )  # fmt: skip
 """Retry delays are rounded down to one of these; a delay under the first is no delay."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Delivery:
+    """A delivery handed out and not settled yet."""
+
+    tag: int
+    """The broker's delivery tag, on the channel `acks` settles."""
+    acks: ChannelAcks
+    owner: set[int]
+    """Our tags of its subscription's unsettled deliveries."""
 
 
 class QueueType(enum.StrEnum):
@@ -147,7 +158,7 @@ class RabbitMQTransport:
         self._declared: set[str] = set()
         self._delay_queues: set[str] = set()
         self._tags = itertools.count(1)
-        self._in_flight: dict[int, tuple[AbstractIncomingMessage, ChannelAcks]] = {}
+        self._in_flight: dict[int, _Delivery] = {}
         self._unacked: dict[str, int] = {}
         self._reopening = asyncio.Lock()
 
@@ -382,46 +393,36 @@ class RabbitMQTransport:
         await subscription.start(prefetch)
         return subscription
 
-    def track(self, actor: str, incoming: AbstractIncomingMessage, acks: ChannelAcks) -> Message:
-        """Give a delivery our own tag (broker tags repeat across channels); `acks` settles
-        it."""
+    def track(self, actor: str, delivery_tag: int, acks: ChannelAcks, owner: set[int]) -> int:
+        """Our own tag for a delivery (broker tags repeat across channels); `acks` settles it,
+        and it stays in `owner` (its subscription's set) until settled."""
         tag = next(self._tags)
-        self._in_flight[tag] = (incoming, acks)
+        self._in_flight[tag] = _Delivery(delivery_tag, acks, owner)
+        owner.add(tag)
         self._unacked[actor] = self._unacked.get(actor, 0) + 1
-        return Message(
-            actor,
-            incoming.body,
-            tag,
-            redelivered=bool(incoming.redelivered),
-            death=death_of(incoming.headers) if incoming.headers else None,
-        )
+        return tag
 
-    def _settled(self, message: Message) -> tuple[AbstractIncomingMessage, ChannelAcks] | None:
-        return self.forget(message.tag, message.actor)
-
-    def forget(self, tag: int, actor: str) -> tuple[AbstractIncomingMessage, ChannelAcks] | None:
+    def forget(self, tag: int, actor: str) -> _Delivery | None:
         """Stop tracking a delivery (settled, or given back with its channel)."""
-        tracked = self._in_flight.pop(tag, None)
-        if tracked is not None:
+        delivery = self._in_flight.pop(tag, None)
+        if delivery is not None:
+            delivery.owner.discard(tag)
             self._unacked[actor] = self._unacked.get(actor, 1) - 1
-        return tracked
+        return delivery
 
     async def ack(self, message: Message) -> None:
         """Ack at the end of this loop iteration, with the other acks of its channel
         (`asya.transport.rabbitmq_acks`): a channel lost before is logged there."""
-        tracked = self._settled(message)
-        if tracked is None:
-            return
-        incoming, acks = tracked
-        acks.ack(_delivery_tag(incoming))
+        delivery = self.forget(message.tag, message.actor)
+        if delivery is not None:
+            delivery.acks.ack(delivery.tag)
 
     async def requeue(self, message: Message) -> None:
-        tracked = self._settled(message)
-        if tracked is None:
+        delivery = self.forget(message.tag, message.actor)
+        if delivery is None:
             return
-        incoming, acks = tracked
         try:
-            await acks.nack(_delivery_tag(incoming))
+            await delivery.acks.nack(delivery.tag)
         except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError):
             log.warning("requeue lost with its channel", extra={"actor": message.actor})
 
@@ -509,12 +510,6 @@ class RabbitMQTransport:
         if self._connection is not None:
             await self._connection.close()
             self._connection = None
-
-
-def _delivery_tag(incoming: AbstractIncomingMessage) -> int:
-    tag = incoming.delivery_tag
-    assert tag is not None  # set on every delivery of a consumer that acks
-    return tag
 
 
 def _safe(url: str) -> str:

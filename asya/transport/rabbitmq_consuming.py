@@ -2,7 +2,9 @@
 queue, and what the broker says about a delivery (`x-death`).
 
 `RabbitMQSubscription` consumes one actor's queue on a channel of its own (its prefetch is the
-actor's); pausing cancels the broker consumer but keeps the channel and what it holds, so no
+actor's), through the underlying aiormq channel (no aio-pika message object and task per
+delivery), and starts its consumer again when aio-pika has restored the channel after a
+reconnect; pausing cancels the broker consumer but keeps the channel and what it holds, so no
 delivery is given back (and counted) while an actor waits for its runtime. `RabbitMQReplyQueue`
 is the exclusive queue a client waits on for final envelopes. Settling goes through the
 transport (`asya.transport.rabbitmq`), which tracks every delivery it handed out.
@@ -17,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import aio_pika
 import aiormq
+import aiormq.abc
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue
+from aiormq.abc import DeliveredMessage
 
 from asya.errors import TransportError
 from asya.transport.base import Death, DeathReason, Message
@@ -27,6 +31,9 @@ if TYPE_CHECKING:
     from asya.transport.rabbitmq import RabbitMQTransport
 
 log = logging.getLogger(__name__)
+
+_GONE = (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError, RuntimeError)
+"""What a consumer channel that is closed, or closing, raises."""
 
 
 def death_of(headers: dict[str, Any] | None) -> Death | None:
@@ -54,6 +61,8 @@ class RabbitMQSubscription:
         self._queue: AbstractQueue | None = None
         self._consumer_tag: str | None = None
         self._tags: set[int] = set()
+        """Our tags of the deliveries not settled yet (the transport drops each as settled)."""
+        self._consuming_on: aiormq.abc.AbstractChannel | None = None
         self._acks: ChannelAcks | None = None
         """Settles the deliveries of the underlying channel they came on (the latest)."""
 
@@ -63,16 +72,39 @@ class RabbitMQSubscription:
         await channel.set_qos(prefetch_count=prefetch)
         queue = await self._transport.declare_on(channel, self._actor)
         self._channel, self._queue = channel, queue
-        self._consumer_tag = await queue.consume(self._deliver, no_ack=False)
+        if isinstance(channel, aio_pika.RobustChannel):
+            # aio-pika restores the channel, its qos and the queue after a reconnect, but not a
+            # consumer it did not start: this one is started again here.
+            channel.reopen_callbacks.add(self._consume_again)
+        await self._consume()
+
+    async def _consume(self) -> None:
+        # On the underlying aiormq channel: each delivery comes straight to `_deliver`, without
+        # aio-pika's IncomingMessage and task of its own per delivery.
+        assert self._channel is not None
+        assert self._queue is not None
+        underlay = await self._channel.get_underlay_channel()
+        ok = await underlay.basic_consume(self._queue.name, self._deliver, no_ack=False)
+        self._consumer_tag = ok.consumer_tag
+        self._consuming_on = underlay
+
+    async def _consume_again(self, _channel: object) -> None:
+        if self._consumer_tag is None:
+            return  # paused: `resume` consumes again
+        self._consumer_tag = None
+        try:
+            await self._consume()
+        except _GONE:
+            log.warning("could not consume again after a reconnect", extra={"actor": self._actor})
 
     async def pause(self) -> None:
         """Cancel the broker consumer; deliveries already received stay unacked here."""
-        if self._queue is None or self._consumer_tag is None:
+        if self._consuming_on is None or self._consumer_tag is None:
             return
         tag, self._consumer_tag = self._consumer_tag, None
         try:
-            await self._queue.cancel(tag)
-        except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError):
+            await self._consuming_on.basic_cancel(tag)
+        except _GONE:
             log.debug("cancel on a closed channel", extra={"actor": self._actor})
 
     async def resume(self) -> None:
@@ -84,9 +116,9 @@ class RabbitMQSubscription:
         if self._queue is None or self._consumer_tag is not None:
             return
         try:
-            self._consumer_tag = await self._queue.consume(self._deliver, no_ack=False)
+            await self._consume()
             return
-        except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError):
+        except _GONE:
             log.warning(
                 "consumer channel gone while paused; opening a new one",
                 extra={"actor": self._actor},
@@ -94,24 +126,33 @@ class RabbitMQSubscription:
         # What was held on the old channel went back to the queue with it: its acks are lost
         # (logged) and those messages come again, at-least-once.
         old = self._channel
+        if isinstance(old, aio_pika.RobustChannel):
+            old.reopen_callbacks.discard(self._consume_again)
         try:
             await self.start(self._prefetch)
-        except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError) as exc:
+        except _GONE as exc:
             raise TransportError(f"cannot resume consuming '{self._actor}': {exc}") from exc
         if old is not None and not old.is_closed:
             with contextlib.suppress(aiormq.exceptions.AMQPError, RuntimeError):
                 await old.close()
 
-    async def _deliver(self, incoming: AbstractIncomingMessage) -> None:
-        underlay = incoming.channel
+    async def _deliver(self, delivered: DeliveredMessage) -> None:
+        underlay = delivered.channel
         acks = self._acks
         if acks is None or acks.channel is not underlay:
             # A first delivery, or the first on a channel reopened after a lost connection.
             acks = self._acks = ChannelAcks(underlay, self._actor)
-        assert incoming.delivery_tag is not None  # set when acking is on, as here
-        acks.delivered(incoming.delivery_tag)
-        message = self._transport.track(self._actor, incoming, acks)
-        self._tags.add(message.tag)
+        delivery_tag = delivered.delivery_tag
+        assert delivery_tag is not None  # set when acking is on, as here
+        acks.delivered(delivery_tag)
+        headers = delivered.header.properties.headers
+        message = Message(
+            self._actor,
+            delivered.body,
+            self._transport.track(self._actor, delivery_tag, acks, self._tags),
+            redelivered=bool(delivered.redelivered),
+            death=death_of(headers) if headers else None,
+        )
         self._inbox.put_nowait(message)
 
     async def get(self) -> Message | None:
@@ -127,11 +168,12 @@ class RabbitMQSubscription:
             if message is not None:
                 await self._transport.requeue(message)
         self._inbox.put_nowait(None)
+        if isinstance(self._channel, aio_pika.RobustChannel):
+            self._channel.reopen_callbacks.discard(self._consume_again)
         if self._channel is not None and not self._channel.is_closed:
             await self._channel.close()
-        for tag in self._tags:
+        for tag in list(self._tags):
             self._transport.forget(tag, self._actor)
-        self._tags.clear()
 
 
 class RabbitMQReplyQueue:

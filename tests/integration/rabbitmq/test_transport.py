@@ -133,12 +133,14 @@ async def test_acks_batched_with_a_requeue_among_them_settle_exactly_on_the_brok
             await transport.requeue(message)
         else:
             await transport.ack(message)
+    held = set(subscription._tags)  # what it would give back at close: nothing, all settled
     await subscription.close()
 
     again = await transport.subscribe("known", prefetch=20)
     back = await asyncio.wait_for(again.get(), 10)
     await transport.ack(back)
     await again.close()
+    assert held == set()
     assert back.body == b"m7"
     assert (await transport.depth("known")).ready == 0
 
