@@ -19,7 +19,7 @@ rounds=$1
 shift
 root=${ALTERNATE_DIR:-/tmp/asya-alternate}
 python=$PWD/.venv/bin/python
-args=${BENCH_ARGS:---count 8000 --rates 20 --light-count 100 --batch-sizes ''}
+args=${BENCH_ARGS:-"--count 8000 --rates 20 --light-count 100 --batch-sizes ''"}
 mkdir -p "$root/results"
 dirs=()
 for rev in "$@"; do
