@@ -18,6 +18,7 @@ from tests.operator.controller_world import (
     GROUPS,
     SERVICES,
     STATEFULSETS,
+    async_actor,
     condition_of,
 )
 
@@ -205,14 +206,7 @@ async def test_a_group_whose_member_name_an_actor_has_is_degraded_and_runs_nothi
 ):
     create, _patch = quota
     await create("resourcepools", gpu_pool(4))
-    await world.create_actor(
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "AsyncActor",
-            "metadata": {"name": "train-worker"},
-            "spec": {"image": "ghcr.io/acme/text:1", "handler": "text:normalize"},
-        }
-    )
+    await world.create_actor(async_actor("train-worker"))
 
     await world.create_group(gang("train"))
 

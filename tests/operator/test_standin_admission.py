@@ -35,7 +35,7 @@ from asya_operator.resources import GROUP, VERSION
 from asya import Client
 from asya.envelope import END_LIMITS, decode_envelope
 from asya.transport.records import RecordKind
-from tests.operator.controller_world import condition_of
+from tests.operator.controller_world import async_actor, condition_of
 from tests.operator.test_standin import (
     ACTORS,
     DEPLOYMENTS,
@@ -94,46 +94,40 @@ def pool(name: str, **preemption: str) -> dict[str, Any]:
     }
 
 
+def standin_actor(name: str, **spec: Any) -> dict[str, Any]:
+    """An AsyncActor whose handler is `standin_handlers.<name with _>`."""
+    handler = f"standin_handlers:{name.replace('-', '_')}"
+    return async_actor(name, image="registry.example.com/standin:1", handler=handler, **spec)
+
+
 def cpu_actor(name: str) -> dict[str, Any]:
     """A pipeline's first step: no pool, so no quota; from zero to one replica on demand."""
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "AsyncActor",
-        "metadata": {"name": name},
-        "spec": {
-            "image": "registry.example.com/standin:1",
-            "handler": f"standin_handlers:{name.replace('-', '_')}",
-            "scaling": {
-                "minReplicas": 0,
-                "maxReplicas": 1,
-                "queueLength": 5,
-                "pollingInterval": 1,
-                "cooldownPeriod": 2,
-            },
+    return standin_actor(
+        name,
+        scaling={
+            "minReplicas": 0,
+            "maxReplicas": 1,
+            "queueLength": 5,
+            "pollingInterval": 1,
+            "cooldownPeriod": 2,
         },
-    }
+    )
 
 
 def gpu_actor(name: str, pool_name: str, *, priority: int = 0, most: int = 2) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "AsyncActor",
-        "metadata": {"name": name},
-        "spec": {
-            "image": "registry.example.com/standin:1",
-            "handler": f"standin_handlers:{name.replace('-', '_')}",
-            "pool": pool_name,
-            "priority": priority,
-            "resources": {"gpus": 1},
-            "scaling": {
-                "minReplicas": 0,
-                "maxReplicas": most,
-                "queueLength": 2,
-                "pollingInterval": 1,
-                "cooldownPeriod": 2,
-            },
+    return standin_actor(
+        name,
+        pool=pool_name,
+        priority=priority,
+        resources={"gpus": 1},
+        scaling={
+            "minReplicas": 0,
+            "maxReplicas": most,
+            "queueLength": 2,
+            "pollingInterval": 1,
+            "cooldownPeriod": 2,
         },
-    }
+    )
 
 
 class Sampler:
