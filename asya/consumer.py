@@ -39,9 +39,9 @@ from asya.envelope import (
 )
 from asya.errors import EnvelopeError, PayloadTooLargeError, TransportError, UnknownActorError
 from asya.handler import Invoker
-from asya.message_loop import MessageLoop, Settle
+from asya.message_loop import Finish, MessageLoop, Settle
 from asya.metrics import EnvelopeOutcome, Metrics
-from asya.outcome import Outcome, Success
+from asya.outcome import NotStarted, Outcome, Success
 from asya.retry import next_delay_ms
 from asya.routing import (
     ERROR_END,
@@ -88,6 +88,8 @@ class _Plan:
     span: ActorSpan | None = None
     reason: str = ""
     """Why it failed (or is retried): the `reason` label of its metrics."""
+    unstarted: bool = False
+    """The invoker drained before the call started: the message goes back untouched."""
 
 
 class Consumer:
@@ -105,10 +107,12 @@ class Consumer:
         observer: Observer,
         tracing: Tracing | None = None,
         metrics: Metrics | None = None,
+        depth: int = 0,
     ) -> None:
         """`tracing`: a span per envelope (`asya.telemetry.installed()` at the entry points);
         None = no tracing at all. `metrics`: where the chain counts what it does; None = not
-        counted (the observer still hears of every step)."""
+        counted (the observer still hears of every step). `depth`: calls queued behind each
+        running one (`ASYA_PIPELINE_DEPTH`; see `asya.message_loop`)."""
         self.config = config
         self._transport = transport
         self._invoker = invoker
@@ -121,8 +125,9 @@ class Consumer:
         self.loop = MessageLoop(
             transport,
             config.name,
-            self.handle,
+            self,
             concurrency=config.concurrency,
+            depth=depth,
             batch=config.batch,
             batch_wait_ms=config.batch_wait_ms,
             metrics=metrics,
@@ -135,8 +140,18 @@ class Consumer:
         await self.loop.stop(grace_s)
         await self._invoker.aclose()
 
-    async def handle(self, messages: Sequence[Message]) -> list[Settle]:
+    async def handle(self, messages: Sequence[Message]) -> Sequence[Settle]:
         """Process a batch of messages (one, unless the actor batches); how to settle each."""
+        finish = await self.call(messages)
+        return await finish()
+
+    def drain(self) -> None:
+        """Calls queued at the invoker and not started come back as `Settle.REQUEUE`."""
+        self._invoker.drain()
+
+    async def call(self, messages: Sequence[Message]) -> Finish:
+        """Decode, check and call the handler on a batch of messages (one, unless the actor
+        batches); what is left to do (route, publish, confirm) is the returned `Finish`."""
         started = self._clock.monotonic()
         plans = [self._admit(message) for message in messages]
         try:
@@ -146,27 +161,45 @@ class Consumer:
                 outcomes = await self._invoker.invoke(envelopes)
                 for plan, outcome in zip(callable_plans, outcomes, strict=True):
                     self._route(plan, outcome)
-            if len(plans) == 1:  # the common case, without gather's task per plan
-                return [await self._deliver(plans[0], started)]
-            # A batch's outputs are all in flight at once: each waits only for its own confirms.
-            # Every delivery finishes (none left publishing unwatched) before anything is raised.
-            settled = await asyncio.gather(
-                *(self._deliver(p, started) for p in plans), return_exceptions=True
-            )
-            for result in settled:
-                if isinstance(result, BaseException):
-                    raise result
-            return [s for s in settled if isinstance(s, Settle)]
-        finally:
-            if self._tracing is not None:
-                for plan in plans:  # already ended, unless the batch failed (handled again)
-                    if plan.span is not None:
-                        plan.span.end("interrupted")
+        except BaseException:
+            self._interrupted(plans)
+            raise
+
+        async def finish() -> Sequence[Settle]:
+            try:
+                return await self._finish(plans, started)
+            finally:
+                self._interrupted(plans)
+
+        return finish
+
+    async def _finish(self, plans: Sequence[_Plan], started: float) -> Sequence[Settle]:
+        if len(plans) == 1:  # the common case, without gather's task per plan
+            return [await self._deliver(plans[0], started)]
+        # A batch's outputs are all in flight at once: each waits only for its own confirms.
+        # Every delivery finishes (none left publishing unwatched) before anything is raised.
+        settled = await asyncio.gather(
+            *(self._deliver(p, started) for p in plans), return_exceptions=True
+        )
+        for result in settled:
+            if isinstance(result, BaseException):
+                raise result
+        return [s for s in settled if isinstance(s, Settle)]
+
+    def _interrupted(self, plans: Sequence[_Plan]) -> None:
+        if self._tracing is not None:
+            for plan in plans:  # already ended, unless the batch failed (handled again)
+                if plan.span is not None:
+                    plan.span.end("interrupted")
 
     async def _deliver(self, plan: _Plan, started: float) -> Settle:
         """Publish a plan's outputs (traced, when its envelope has a span) and say how to
         settle its message."""
         span = plan.span
+        if plan.unstarted:
+            if span is not None:
+                span.end("requeued")
+            return Settle.REQUEUE
         if span is None:
             return await self._publish_plan(plan, started)
         now = self._clock.now()
@@ -262,6 +295,9 @@ class Consumer:
     def _route(self, plan: _Plan, outcome: Outcome) -> None:
         envelope = plan.source
         assert envelope is not None
+        if isinstance(outcome, NotStarted):
+            plan.unstarted = True
+            return
         now = self._clock.now()
         if isinstance(outcome, Success):
             plan.deliveries = plan_success(envelope, outcome, now)

@@ -12,6 +12,7 @@ builds the `Context`, enforces the actor's timeout, and turns whatever happened 
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import importlib
 import logging
@@ -27,7 +28,7 @@ from asya.actor import ActorSpec, CallStyle, build_spec, spec_of
 from asya.context import Context
 from asya.envelope import Envelope, Payload, Reason
 from asya.errors import ActorDefinitionError
-from asya.outcome import Emitted, Failure, Outcome, Success
+from asya.outcome import Emitted, Failure, NotStarted, Outcome, Success
 from asya.retry import is_retryable
 
 log = logging.getLogger(__name__)
@@ -36,11 +37,62 @@ R = TypeVar("R")
 
 
 class Invoker(Protocol):
-    """Calls an actor's handler on envelopes; one outcome per envelope, in order."""
+    """Calls an actor's handler on envelopes; one outcome per envelope, in order.
+
+    An invoker takes more calls than it runs at once and starts the waiting ones in the order
+    they came, so the next call is ready the moment one ends. `drain` turns the waiting ones
+    (and any later call) away as `NotStarted`; calls already running go on.
+    """
 
     async def invoke(self, envelopes: Sequence[Envelope]) -> list[Outcome]: ...
 
+    def drain(self) -> None: ...
+
     async def aclose(self) -> None: ...
+
+
+class CallGate:
+    """At most `size` calls at once, started in the order they came; `close` turns away
+    the waiting ones and every later one."""
+
+    def __init__(self, size: int) -> None:
+        self._free = size
+        self._waiting: collections.deque[asyncio.Future[bool]] = collections.deque()
+        self.closed = False
+
+    async def enter(self) -> bool:
+        """Wait for a free place; False if the gate closed first (do not start the call)."""
+        if self.closed:
+            return False
+        if self._free > 0 and not self._waiting:
+            self._free -= 1
+            return True
+        turn: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiting.append(turn)
+        try:
+            return await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled() and turn.result():
+                self.leave()  # given a place just as it was cancelled: pass it on
+            else:
+                self._waiting.remove(turn)
+            raise
+
+    def leave(self) -> None:
+        """A call that entered has ended: the first one waiting starts."""
+        while self._waiting:
+            turn = self._waiting.popleft()
+            if not turn.done():
+                turn.set_result(True)
+                return
+        self._free += 1
+
+    def close(self) -> None:
+        self.closed = True
+        waiting, self._waiting = self._waiting, collections.deque()
+        for turn in waiting:
+            if not turn.done():
+                turn.set_result(False)
 
 
 def load_handler(ref: str) -> ActorSpec:
@@ -100,9 +152,17 @@ def _user_frames(error: BaseException) -> TracebackType | None:
 class LocalInvoker:
     """Runs an actor's handler in this process; one instance per worker (replica)."""
 
-    def __init__(self, spec: ActorSpec, *, on_abandon: Callable[[], None] | None = None) -> None:
-        """`on_abandon` is told when a timed-out thread had to be left running."""
+    def __init__(
+        self,
+        spec: ActorSpec,
+        *,
+        slots: int | None = None,
+        on_abandon: Callable[[], None] | None = None,
+    ) -> None:
+        """`slots`: calls run at once (default: the actor's concurrency); more wait their
+        turn. `on_abandon` is told when a timed-out thread had to be left running."""
         self.spec = spec
+        self._gate = CallGate(spec.concurrency if slots is None else slots)
         self._on_abandon = on_abandon
         self._threads = _DaemonThreads(f"asya-{spec.name}")
         self._func: Callable[..., Any] | None = None
@@ -126,14 +186,26 @@ class LocalInvoker:
                 actor=self.spec.name,
             ) from exc
 
+    def drain(self) -> None:
+        self._gate.close()
+
     async def aclose(self) -> None:
+        self._gate.close()
         self._threads.close()
 
     async def invoke(self, envelopes: Sequence[Envelope]) -> list[Outcome]:
         await self.start()
-        if self.spec.batch is not None:
-            return await self._invoke_batch(envelopes)
-        return list(await asyncio.gather(*(self._invoke_one(env) for env in envelopes)))
+        if not await self._gate.enter():
+            return [NotStarted()] * len(envelopes)
+        try:
+            # The timeout counts from here: time spent waiting for a turn is not the call's.
+            if self.spec.batch is not None:
+                return await self._invoke_batch(envelopes)
+            if len(envelopes) == 1:
+                return [await self._invoke_one(envelopes[0])]
+            return list(await asyncio.gather(*(self._invoke_one(env) for env in envelopes)))
+        finally:
+            self._gate.leave()
 
     async def _invoke_one(self, envelope: Envelope) -> Outcome:
         ctx = Context.from_envelope(envelope, self.spec.retry.max_attempts)
@@ -176,12 +248,17 @@ class LocalInvoker:
         except asyncio.CancelledError:
             if not job.done():
                 self._threads.abandon(job)
-                log.warning(
-                    "handler thread abandoned after timeout",
-                    extra={"actor": self.spec.name},
-                )
-                if self._on_abandon is not None:
+                fields = {"actor": self.spec.name, "timeout_s": self.spec.timeout_s}
+                if self._on_abandon is not None:  # a worker process: it leaves, and the call
+                    log.warning("handler ran past its timeout; the worker exits", extra=fields)
                     self._on_abandon()
+                else:
+                    log.warning(
+                        "handler still running past its timeout: its thread cannot be stopped"
+                        " and is left to finish (it ends with the process at the latest); run"
+                        " with --isolate, or under asya serve, to have such a call killed",
+                        extra=fields,
+                    )
             raise
 
     async def _invoke_batch(self, envelopes: Sequence[Envelope]) -> list[Outcome]:

@@ -14,6 +14,16 @@ message that fails alone is requeued (on a quorum queue its delivery limit then 
 `error-end` as `DeliveryLimitExceeded`). Used by `asya.consumer` (actors) and `asya.crew`
 (end actors).
 With `metrics`, it counts what only it sees: messages held (in flight), redeliveries, requeues.
+
+Pipelined: a handler works in two phases, the call (user code) and the finish (routing,
+publishing, confirms). With `depth` d > 0 a slot is held only for the call, and each of the
+`concurrency` slots has up to d more calls queued behind it at the invoker, formed while the
+current one runs, so a busy worker never waits on a round trip: `concurrency * (1 + depth)`
+calls are handed out at once, and the prefetch covers them plus one finishing batch per slot.
+With depth 0 a slot is held until its messages are settled, and the prefetch is
+`concurrency * batch`: no overlap.
+On stop the handler is told to `drain` first: calls queued and not started come back
+`REQUEUE` at once, the running ones get the grace period.
 """
 
 from __future__ import annotations
@@ -23,6 +33,8 @@ import contextlib
 import enum
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 from asya.metrics import Metrics
 from asya.transport.base import Message, Subscription, Transport
@@ -42,6 +54,37 @@ class Settle(enum.Enum):
 BatchHandler = Callable[[Sequence[Message]], Awaitable[Sequence[Settle]]]
 """Handles messages (one, unless the actor batches) and says how to settle each, in order."""
 
+Finish = Callable[[], Awaitable[Sequence[Settle]]]
+"""The second phase of handling messages: carry out what the call decided; how to settle each."""
+
+
+class StepHandler(Protocol):
+    """Handles messages in two phases: `call` holds a slot, the `Finish` it returns does not."""
+
+    async def call(self, messages: Sequence[Message]) -> Finish: ...
+
+    def drain(self) -> None:
+        """Start no call that is queued and not started: each finishes as `REQUEUE`."""
+        ...
+
+
+@dataclass(frozen=True)
+class OnePhase:
+    """A `BatchHandler` as a `StepHandler` whose whole work holds the slot (end actors)."""
+
+    handle: BatchHandler
+
+    async def call(self, messages: Sequence[Message]) -> Finish:
+        settles = await self.handle(messages)
+
+        async def finish() -> Sequence[Settle]:
+            return settles
+
+        return finish
+
+    def drain(self) -> None:
+        return None
+
 
 class LoopState(enum.Enum):
     STARTING = "starting"
@@ -58,20 +101,24 @@ class MessageLoop:
         self,
         transport: Transport,
         actor: str,
-        handle: BatchHandler,
+        handler: StepHandler,
         *,
         concurrency: int = 1,
+        depth: int = 0,
         batch: int | None = None,
         batch_wait_ms: int = 0,
         metrics: Metrics | None = None,
     ) -> None:
+        """`handler`: wrap a plain `BatchHandler` in `OnePhase` (it holds its slot for all its
+        work). `depth`: calls queued behind each slot (see the module docstring)."""
         self._transport = transport
         self._actor = actor
-        self._handle = handle
+        self._handler = handler
         self._concurrency = concurrency
+        self._depth = depth
         self._batch = batch or 1
         self._batch_wait_s = batch_wait_ms / 1000
-        self._slots = asyncio.Semaphore(concurrency)
+        self._slots = asyncio.Semaphore(concurrency * (1 + depth))
         self._inflight: set[asyncio.Task[None]] = set()
         self._subscription: Subscription | None = None
         self._puller: asyncio.Task[None] | None = None
@@ -81,10 +128,18 @@ class MessageLoop:
 
     async def start(self) -> None:
         """Subscribe and start pulling in the background."""
-        prefetch = self._concurrency * self._batch
+        prefetch = self.prefetch
         self._subscription = await self._transport.subscribe(self._actor, prefetch=prefetch)
         self._puller = asyncio.create_task(self._pull(self._subscription))
         self.state = LoopState.RUNNING
+
+    @property
+    def prefetch(self) -> int:
+        """Messages held at once: the calls handed out, and (pipelined) one finishing batch per
+        slot."""
+        if self._depth == 0:
+            return self._concurrency * self._batch
+        return self._concurrency * (2 + self._depth) * self._batch
 
     async def pause(self) -> None:
         """Stop receiving new messages; those in hand stay owned and are still worked on."""
@@ -113,6 +168,7 @@ class MessageLoop:
             self._puller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._puller
+        self._handler.drain()
         if self._inflight:
             _, pending = await asyncio.wait(set(self._inflight), timeout=grace_s)
             for task in pending:
@@ -166,19 +222,23 @@ class MessageLoop:
         if self._metrics is not None:
             redelivered = sum(1 for m in messages if m.redelivered)
             self._metrics.taken(self._actor, len(messages), redelivered=redelivered)
+        slot = _Slot(self._slots)
         try:
-            await self._process(messages)
+            await self._process(messages, slot)
         finally:
             if self._metrics is not None:
                 self._metrics.released(self._actor, len(messages))
-            self._slots.release()
+            slot.release()
             task = asyncio.current_task()
             if task is not None:
                 self._inflight.discard(task)
 
-    async def _process(self, messages: Sequence[Message]) -> None:
+    async def _process(self, messages: Sequence[Message], slot: _Slot) -> None:
         try:
-            settles = await self._handle(messages)
+            finish = await self._handler.call(messages)
+            if self._depth:
+                slot.release()  # the worker is free: its next call starts while this one finishes
+            settles = await finish()
         except Exception:
             # A process boundary: whatever went wrong, keep consuming and lose nothing.
             if len(messages) > 1:
@@ -187,7 +247,7 @@ class MessageLoop:
                     extra={"actor": self._actor, "batch": len(messages)},
                 )
                 for message in messages:
-                    await self._process([message])
+                    await self._process([message], slot)
                 return
             log.exception("handling failed; message requeued", extra={"actor": self._actor})
             settles = [Settle.REQUEUE]
@@ -204,3 +264,18 @@ class MessageLoop:
                 await self._transport.requeue(message)
         except Exception:  # the broker redelivers what it did not see settled: nothing is lost
             log.exception("settling failed", extra={"actor": self._actor, "settle": settle.value})
+
+
+class _Slot:
+    """One of the loop's call slots, released once however often `release` is called."""
+
+    __slots__ = ("_held", "_slots")
+
+    def __init__(self, slots: asyncio.Semaphore) -> None:
+        self._slots = slots
+        self._held = True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._slots.release()

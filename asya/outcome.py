@@ -1,7 +1,8 @@
 """What one handler call produced: the values that cross from user code to routing.
 
 A call either succeeds with zero or more emitted payloads (each with the `next` and headers the
-handler left in its context) or fails with an error that says whether it may be retried. These
+handler left in its context) or fails with an error that says whether it may be retried; a
+call queued at a worker that drains before it starts is answered `NotStarted`. These
 are msgspec Structs because they cross the runtime socket between the runtime and the sidecar.
 Pure data; built by `asya.handler`, read by `asya.routing`.
 """
@@ -39,7 +40,12 @@ class Failure(msgspec.Struct, frozen=True, kw_only=True, tag="error", tag_field=
     traceback: str | None = None
 
 
-Outcome = Success | Failure
+class NotStarted(msgspec.Struct, frozen=True, tag="unstarted", tag_field="outcome"):
+    """The call was queued at a worker that was told to drain before it began: the handler
+    never ran, and the envelope goes back to its queue untouched (no attempt counted)."""
+
+
+Outcome = Success | Failure | NotStarted
 
 
 def worker_crashed(message: str) -> Failure:

@@ -181,6 +181,17 @@ class ProcessSettings(msgspec.Struct, frozen=True, kw_only=True):
             " json: one JSON object per line"
         ),
     ] = "text"
+    pipeline_depth: Annotated[
+        int,
+        msgspec.Meta(
+            ge=0,
+            le=64,
+            description="calls queued at each handler slot behind the one it runs, formed while"
+            " it runs, so that a busy worker (a GPU) never waits for the round trip of"
+            " publishing and acking; 0 = no overlap (a slot is held until its messages are"
+            " settled). The prefetch is concurrency x (2 + depth) x batch",
+        ),
+    ] = 1
     event_loop: Annotated[
         Literal["auto", "asyncio", "uvloop"],
         msgspec.Meta(

@@ -143,7 +143,8 @@ class ActorSpan:
                 span.set_attribute("asya.reason", outcome.reason.value)
             span.set_status(StatusCode.ERROR, f"{outcome.reason.value}: {outcome.type}")
             return
-        _record_rewrites(span, envelope, outcome)
+        if isinstance(outcome, Success):
+            _record_rewrites(span, envelope, outcome)
 
     def end(self, outcome: str) -> None:
         """Close the span with the step's outcome; later calls do nothing."""

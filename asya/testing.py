@@ -65,7 +65,7 @@ from asya.local.discovery import App, load_app
 from asya.local.gpus import GpuMode
 from asya.local.mesh import MeshOptions
 from asya.local.runner import DevOptions, run_dev
-from asya.outcome import Emitted, Failure
+from asya.outcome import Emitted, Failure, Success
 
 DEFAULT_ACTOR = "actor-under-test"
 """The actor a context made without a route is for."""
@@ -140,6 +140,7 @@ async def acall_actor(
         await invoker.aclose()
     if isinstance(outcome, Failure):
         return CallResult(failure=outcome)
+    assert isinstance(outcome, Success), "an invoker that was not drained starts every call"
     return CallResult(outputs=outcome.outputs, fan_out=outcome.fan_out)
 
 

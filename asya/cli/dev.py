@@ -189,7 +189,11 @@ async def _run(
     clock, rng = SystemClock(), random.Random()
     options = DevOptions(
         route=args.route,
-        mesh=MeshOptions(limits=limits(args, settings), poll_interval_s=args.poll_ms / 1000),
+        mesh=MeshOptions(
+            limits=limits(args, settings),
+            poll_interval_s=args.poll_ms / 1000,
+            depth=settings.process.pipeline_depth,
+        ),
     )
 
     def progress(line: str) -> None:

@@ -32,7 +32,7 @@ from asya.clock import SystemClock
 from asya.errors import TransportError
 from asya.health import HealthServer
 from asya.local.discovery import load_app
-from asya.local.mesh import MeshOptions
+from asya.local.mesh import MeshOptions, SyncHost
 from asya.local.serve import ServeOptions, Service, select_actors
 from asya.settings import Settings, env_var
 
@@ -127,6 +127,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 limits=limits(args, settings),
                 poll_interval_s=args.poll_ms / 1000,
                 grace_s=settings.runtime.grace_s,
+                depth=settings.process.pipeline_depth,
+                host=SyncHost.WORKER_PROCESSES,
             ),
             ends=args.ends,
             status_every_s=args.status_every,

@@ -40,7 +40,7 @@ from asya.envelope import (
     new_envelope_id,
 )
 from asya.errors import EnvelopeError, TransportError, UnknownActorError
-from asya.message_loop import MessageLoop, Settle
+from asya.message_loop import MessageLoop, OnePhase, Settle
 from asya.metrics import Metrics
 from asya.routing import ERROR_END, HAPPY_END, Rejection, plan_malformed, plan_rejection
 from asya.transport.base import Death, DeathReason, Message, Transport
@@ -114,7 +114,7 @@ class EndActor:
         self._rng = rng
         self._metrics = metrics
         self.loop = MessageLoop(
-            transport, name, self.handle, concurrency=concurrency, metrics=metrics
+            transport, name, OnePhase(self.handle), concurrency=concurrency, metrics=metrics
         )
 
     async def start(self) -> None:

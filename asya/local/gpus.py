@@ -162,6 +162,8 @@ class StartableInvoker(Protocol):
 
     async def invoke(self, envelopes: Sequence[Envelope]) -> list[Outcome]: ...
 
+    def drain(self) -> None: ...
+
     async def aclose(self) -> None: ...
 
 
@@ -177,19 +179,30 @@ class GpuWorkers:
     invoker: InvokerFactory
 
 
-def process_invokers(env: Mapping[str, str], *, kill_grace_s: float = 2.0) -> InvokerFactory:
+def process_invokers(
+    env: Mapping[str, str], *, depth: int = 1, kill_grace_s: float = 2.0
+) -> InvokerFactory:
     """Invokers running the handler in runtime worker processes (`ProcessInvoker`), each with
-    `env` plus the assignment's `CUDA_VISIBLE_DEVICES` and the actor's code on PYTHONPATH."""
+    `env` plus the assignment's `CUDA_VISIBLE_DEVICES` and the actor's code on PYTHONPATH;
+    `depth` calls queued at each worker behind the one it runs."""
 
     def build(spec: ActorSpec, assignment: Assignment) -> StartableInvoker:
-        path = os.pathsep.join(p for p in (code_root(spec), env.get("PYTHONPATH")) if p)
-        return ProcessInvoker(
-            spec.ref,
-            env={**env, "PYTHONPATH": path, **assignment.environment()},
-            kill_grace_s=kill_grace_s,
+        return worker_processes(
+            spec, {**env, **assignment.environment()}, depth=depth, kill_grace_s=kill_grace_s
         )
 
     return build
+
+
+def worker_processes(
+    spec: ActorSpec, env: Mapping[str, str], *, depth: int = 1, kill_grace_s: float = 2.0
+) -> ProcessInvoker:
+    """An invoker running `spec`'s handler in worker processes with `env` and the actor's
+    code on PYTHONPATH: a call past its timeout is killed with its worker."""
+    path = os.pathsep.join(p for p in (code_root(spec), env.get("PYTHONPATH")) if p)
+    return ProcessInvoker(
+        spec.ref, env={**env, "PYTHONPATH": path}, depth=depth, kill_grace_s=kill_grace_s
+    )
 
 
 def code_root(spec: ActorSpec) -> str | None:
@@ -212,10 +225,12 @@ def machine_gpus(
     mode: GpuMode,
     *,
     env: Mapping[str, str] | None = None,
+    depth: int = 1,
     inventory: Callable[[], Inventory] = read_inventory,
 ) -> GpuWorkers | None:
     """The GPU workers of a run on this machine; None where no actor needs a GPU or in
-    `IN_PROCESS` mode. `env` is the workers' environment (default: this process's).
+    `IN_PROCESS` mode. `env` is the workers' environment (default: this process's); `depth`,
+    the calls queued at each worker behind the one it runs.
 
     Raises:
         ActorDefinitionError: a GPU actor could only ever wait (see `GpuAssigner.check`).
@@ -225,4 +240,5 @@ def machine_gpus(
     assigner = GpuAssigner(inventory())
     assigner.check(specs)
     # The runner's own environment, as the runtime's workers would inherit it.
-    return GpuWorkers(assigner, process_invokers(dict(os.environ) if env is None else env))
+    workers_env = dict(os.environ) if env is None else env
+    return GpuWorkers(assigner, process_invokers(workers_env, depth=depth))

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
+import os
 import random
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +33,14 @@ from asya.consumer import Consumer, Observer
 from asya.crew.ends import EndActor, Sink
 from asya.envelope import Limits
 from asya.handler import LocalInvoker
-from asya.local.gpus import Assignment, GpuMode, GpuWorkers, StartableInvoker, machine_gpus
+from asya.local.gpus import (
+    Assignment,
+    GpuMode,
+    GpuWorkers,
+    StartableInvoker,
+    machine_gpus,
+    worker_processes,
+)
 from asya.local.scaler import Scaler
 from asya.metrics import Metrics
 from asya.routing import ERROR_END, HAPPY_END
@@ -57,6 +66,17 @@ class WorkerObserver(Observer, Protocol):
     def on_workers(self, actor: str, workers: int) -> None: ...
 
 
+class SyncHost(enum.Enum):
+    """Where the sync handlers of actors without GPUs run; chosen once, for the whole mesh."""
+
+    IN_PROCESS = "in-process"
+    """On threads of this process (`asya dev`: breakpoints and prints work); a call past its
+    timeout is reported `Timeout`, and its thread, which cannot be stopped, is left running."""
+    WORKER_PROCESSES = "worker-processes"
+    """In worker processes (`asya serve`, as in pods): a call past its timeout is killed with
+    its worker, and the worker replaced."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class MeshOptions:
     limits: Limits = field(default_factory=Limits)
@@ -66,6 +86,10 @@ class MeshOptions:
     """How long a retiring worker may take to finish what it holds."""
     gpu_mode: GpuMode = GpuMode.ASSIGN
     """GPU actors in processes of their own with devices assigned, or in-process like others."""
+    depth: int = 1
+    """Calls queued at each handler slot behind the one it runs (`ASYA_PIPELINE_DEPTH`)."""
+    host: SyncHost = SyncHost.IN_PROCESS
+    """Where other actors' sync handlers run: on threads here, or in worker processes."""
 
 
 @dataclass(eq=False)
@@ -127,7 +151,7 @@ class Mesh:
     async def __aenter__(self) -> Mesh:
         """Raises: ActorDefinitionError: a GPU actor could never get its GPUs here."""
         if self._gpus is None:
-            self._gpus = machine_gpus(self.specs, self._options.gpu_mode)
+            self._gpus = machine_gpus(self.specs, self._options.gpu_mode, depth=self._options.depth)
         self._fatal = asyncio.get_running_loop().create_future()
         for name in (*(s.name for s in self.specs), HAPPY_END, ERROR_END):
             await self._transport.declare(name)
@@ -190,6 +214,8 @@ class Mesh:
             if assignment is None:
                 return None
             invoker = self._gpus.invoker(spec, assignment)
+        elif self._options.host is SyncHost.WORKER_PROCESSES and not spec.style.is_async:
+            invoker = worker_processes(spec, os.environ, depth=self._options.depth)
         else:
             invoker = LocalInvoker(spec)
         self._started[spec.name] += 1
@@ -210,6 +236,7 @@ class Mesh:
             observer=self._observer,
             tracing=telemetry.installed(),
             metrics=self._metrics,
+            depth=self._options.depth,
         )
         await consumer.start()
         return _Worker(consumer, assignment)

@@ -39,7 +39,11 @@ async def serve(settings: Settings, env: dict[str, str]) -> None:
     if not runtime.handler:
         raise AsyaError(f"{env_var('handler')} is not set: name the handler as module:attr")
     invoker = ProcessInvoker(
-        runtime.handler, env=env, workers=runtime.workers, kill_grace_s=runtime.kill_grace_s
+        runtime.handler,
+        env=env,
+        workers=runtime.workers,
+        depth=settings.process.pipeline_depth,
+        kill_grace_s=runtime.kill_grace_s,
     )
     await invoker.start()
     assert invoker.info is not None

@@ -23,6 +23,7 @@ from asya.runtime.frames import (
     HANDSHAKE_FRAME_BYTES,
     PROTOCOL,
     Call,
+    Drain,
     Fault,
     Frame,
     FrameWriter,
@@ -126,6 +127,12 @@ class RuntimeClient:
         if not isinstance(frame, Result) or len(frame.outcomes) != len(envelopes):
             raise RuntimeProtocolError("runtime answered a call with the wrong frame")
         return frame.outcomes
+
+    def drain(self) -> None:
+        """Tell the runtime to start none of the calls it holds that have not started: it
+        answers them `NotStarted` (their envelopes go back to the queue), and any later one."""
+        if self._frames is not None and self.connected:
+            self._frames.send(encode_frame(Drain(next(self._ids))))
 
     async def aclose(self) -> None:
         if self._writer is not None:

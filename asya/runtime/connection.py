@@ -1,8 +1,11 @@
 """Serving the frame protocol on one connection: answer calls and pings, in any order.
 
-Used on both hops of the runtime: the runtime's Unix socket (peer: the sidecar) and the socket
-pair to each worker process (peer: the runtime). Each Call runs as its own task so many are in
-flight at once; answers share one writer under a lock. Outputs that msgpack cannot carry become
+Used on both hops of the runtime: `ForwardingConnection` on the runtime's Unix socket (peer:
+the sidecar) passes calls to the workers still encoded; `WorkerConnection` on the socket pair
+from the runtime to each worker process decodes them and runs the handler. Each Call runs as
+its own task so many are in flight at once (the invoker starts them in order, as many at once
+as it runs; see `asya.handler.Invoker`); answers share one writer. A Drain frame drains the
+invoker. Outputs that msgpack cannot carry become
 `InvalidOutput` failures, and a Result over the bounds this side promised in its Pong becomes
 `PayloadTooLarge` failures, instead of breaking the connection. A frame from the peer that is
 over the Call bound, stalls mid-way or is not ours closes the connection, with a log line.
@@ -10,10 +13,12 @@ over the Call bound, stalls mid-way or is not ours closes the connection, with a
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import logging
-from typing import Protocol, runtime_checkable
+from collections.abc import Coroutine
+from typing import Any, Protocol
 
 import msgspec
 
@@ -26,6 +31,7 @@ from asya.runtime.frames import (
     FRAME_TIMEOUT_S,
     PROTOCOL,
     Call,
+    Drain,
     Fault,
     Frame,
     FrameBounds,
@@ -45,26 +51,23 @@ from asya.runtime.frames import (
 log = logging.getLogger(__name__)
 
 
-@runtime_checkable
-class RawInvoker(Protocol):
-    """An invoker that takes calls still encoded (the supervisor's `ProcessInvoker`)."""
+class ForwardedInvoker(Protocol):
+    """What a forwarding connection calls: the supervisor's `ProcessInvoker`, which takes
+    calls still encoded."""
 
     async def invoke_raw(self, envelopes: list[msgspec.Raw]) -> list[msgspec.Raw]: ...
 
+    def drain(self) -> None: ...
 
-class Connection:
-    """One peer's connection; `serve` returns when the peer closes it.
 
-    With an invoker that takes calls still encoded (`RawInvoker`: the supervisor's), calls are
-    read and forwarded as msgpack, never decoded here; otherwise (a worker) they are decoded
-    and the handler's outcomes checked and fitted to the bounds.
-    """
+class Connection(abc.ABC):
+    """One peer's connection; `serve` returns when the peer closes it. Pings and Drains are
+    answered here; a subclass reads and answers the calls (`_read`, `_call`)."""
 
     def __init__(
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        invoker: Invoker,
         info: ActorConfig,
         capacity: int,
         bounds: FrameBounds,
@@ -73,22 +76,27 @@ class Connection:
     ) -> None:
         self._reader = reader
         self._writer = writer
-        self._invoker = invoker
         self._info = info
         self._capacity = capacity
         self._bounds = bounds
         self._frame_timeout_s = frame_timeout_s
         self._frames = FrameWriter(writer)
-        self._forward = invoker if isinstance(invoker, RawInvoker) else None
-        self._read = read_frame if self._forward is None else read_raw_frame
         self.in_flight: set[asyncio.Task[None]] = set()
+
+    @abc.abstractmethod
+    async def _read(self) -> Frame | RawFrame | None: ...
+
+    @abc.abstractmethod
+    def _call(self, frame: Frame | RawFrame) -> Coroutine[Any, Any, None] | None:
+        """The answering of `frame` if it is a call; None if it is not."""
+
+    @abc.abstractmethod
+    def _drain_invoker(self) -> None: ...
 
     async def serve(self) -> None:
         try:
             while True:
-                frame = await self._read(
-                    self._reader, self._bounds.call_bytes, timeout_s=self._frame_timeout_s
-                )
+                frame = await self._read()
                 if frame is None:
                     return
                 self._dispatch(frame)
@@ -100,41 +108,24 @@ class Connection:
             return
 
     def _dispatch(self, frame: Frame | RawFrame) -> None:
-        if isinstance(frame, RawCall):
-            task = asyncio.create_task(self._forward_call(frame))
-            self.in_flight.add(task)
-            task.add_done_callback(self.in_flight.discard)
-        elif isinstance(frame, Call):
-            task = asyncio.create_task(self._answer_call(frame))
-            self.in_flight.add(task)
-            task.add_done_callback(self.in_flight.discard)
+        answer = self._call(frame)
+        if answer is not None:
+            self._spawn(answer)
         elif isinstance(frame, Ping):
-            self._spawn_send(Pong(frame.id, self._info, self._capacity, self._bounds, PROTOCOL))
+            self._spawn(
+                self.send(Pong(frame.id, self._info, self._capacity, self._bounds, PROTOCOL))
+            )
+        elif isinstance(frame, Drain):
+            self._drain_invoker()
         else:
-            self._spawn_send(Fault(getattr(frame, "id", 0), f"unexpected {type(frame).__name__}"))
+            self._spawn(
+                self.send(Fault(getattr(frame, "id", 0), f"unexpected {type(frame).__name__}"))
+            )
 
-    def _spawn_send(self, frame: Frame | RawFrame) -> None:
-        task = asyncio.create_task(self.send(frame))
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
         self.in_flight.add(task)
         task.add_done_callback(self.in_flight.discard)
-
-    async def _forward_call(self, call: RawCall) -> None:
-        assert self._forward is not None
-        outcomes = await self._forward.invoke_raw(call.envelopes)
-        data = encode_frame(RawResult(call.id, outcomes))
-        if len(data) > self._bounds.result_bytes:
-            # The worker fitted its Result to the same bound; only the call id differs.
-            try:
-                decoded = [decode_outcome(o) for o in outcomes]
-            except RuntimeProtocolError as exc:
-                unreadable = f"the worker's answer could not be read ({exc})"
-                decoded = [worker_crashed(unreadable)] * len(outcomes)
-            await self._send_result(call.id, decoded)
-            return
-        await self._write(data)
-
-    async def _answer_call(self, call: Call) -> None:
-        await self._send_result(call.id, await self._invoker.invoke(call.envelopes))
 
     async def _send_result(self, call_id: int, outcomes: list[Outcome]) -> None:
         try:
@@ -169,6 +160,83 @@ class Connection:
         self._frames.close()
         with contextlib.suppress(ConnectionError):
             await self._writer.wait_closed()
+
+
+class WorkerConnection(Connection):
+    """A worker's connection to the runtime: calls are decoded and run by the worker's
+    `LocalInvoker`, and its outcomes checked and fitted to the bounds."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        invoker: Invoker,
+        info: ActorConfig,
+        capacity: int,
+        bounds: FrameBounds,
+        *,
+        frame_timeout_s: float = FRAME_TIMEOUT_S,
+    ) -> None:
+        super().__init__(reader, writer, info, capacity, bounds, frame_timeout_s=frame_timeout_s)
+        self._invoker = invoker
+
+    async def _read(self) -> Frame | None:
+        return await read_frame(
+            self._reader, self._bounds.call_bytes, timeout_s=self._frame_timeout_s
+        )
+
+    def _call(self, frame: Frame | RawFrame) -> Coroutine[Any, Any, None] | None:
+        return self._answer(frame) if isinstance(frame, Call) else None
+
+    def _drain_invoker(self) -> None:
+        self._invoker.drain()
+
+    async def _answer(self, call: Call) -> None:
+        await self._send_result(call.id, await self._invoker.invoke(call.envelopes))
+
+
+class ForwardingConnection(Connection):
+    """The runtime's connection to the sidecar: calls are read and forwarded to the workers
+    as msgpack, never decoded here, and their outcomes sent back as the worker wrote them."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        invoker: ForwardedInvoker,
+        info: ActorConfig,
+        capacity: int,
+        bounds: FrameBounds,
+        *,
+        frame_timeout_s: float = FRAME_TIMEOUT_S,
+    ) -> None:
+        super().__init__(reader, writer, info, capacity, bounds, frame_timeout_s=frame_timeout_s)
+        self._invoker = invoker
+
+    async def _read(self) -> RawFrame | None:
+        return await read_raw_frame(
+            self._reader, self._bounds.call_bytes, timeout_s=self._frame_timeout_s
+        )
+
+    def _call(self, frame: Frame | RawFrame) -> Coroutine[Any, Any, None] | None:
+        return self._forward(frame) if isinstance(frame, RawCall) else None
+
+    def _drain_invoker(self) -> None:
+        self._invoker.drain()
+
+    async def _forward(self, call: RawCall) -> None:
+        outcomes = await self._invoker.invoke_raw(call.envelopes)
+        data = encode_frame(RawResult(call.id, outcomes))
+        if len(data) > self._bounds.result_bytes:
+            # The worker fitted its Result to the same bound; only the call id differs.
+            try:
+                decoded = [decode_outcome(o) for o in outcomes]
+            except RuntimeProtocolError as exc:
+                unreadable = f"the worker's answer could not be read ({exc})"
+                decoded = [worker_crashed(unreadable)] * len(outcomes)
+            await self._send_result(call.id, decoded)
+            return
+        await self._write(data)
 
 
 def _fit(outcomes: list[Outcome], size: int, limit_bytes: int) -> list[Outcome]:

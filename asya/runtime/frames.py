@@ -10,6 +10,12 @@ and on the socket pair between the runtime and each of its worker processes.
                                                               actor is, how much it takes
     Fault  (id, message)           a request that cannot be answered, or a worker that
                                    failed to start (id 0)
+    Drain  (id)                    no answer: calls queued and not started are answered
+                                   `NotStarted`, and so is every later call
+
+A serving peer takes more calls than it runs at once (`capacity`): the ones past it wait, in
+the order they came, so that the next call is already there when one ends (pipelining). A
+Drain turns the waiting ones away untouched.
 
 Frames are bounded (`FrameBounds`): a Call by the envelopes it may carry, a Result by what one
 call may emit. The serving side states its bounds in its Pong and keeps its own promise (a
@@ -52,7 +58,7 @@ HANDSHAKE_FRAME_BYTES: Final = FRAME_OVERHEAD_BYTES
 FRAME_TIMEOUT_S: Final = 30.0
 """Longest a started frame may take to arrive whole (a stalled peer, not a slow socket)."""
 
-PROTOCOL: Final = 2
+PROTOCOL: Final = 3
 """Version of the frames below; a sidecar and a runtime must speak the same one."""
 
 _HEADER: Final = struct.Struct(">I")
@@ -114,6 +120,13 @@ class Fault(msgspec.Struct, frozen=True, tag="fault"):
     message: str
 
 
+class Drain(msgspec.Struct, frozen=True, tag="drain"):
+    """Start no call that has not started yet: each is answered `NotStarted` at once, and so is
+    every call that comes after. Calls already running finish. Sent when the peer stops."""
+
+    id: int
+
+
 class RawCall(msgspec.Struct, frozen=True, tag="call"):
     """A Call as the runtime's supervisor reads it: each envelope left as the msgpack it came
     in, forwarded to a worker without being decoded or encoded again."""
@@ -129,8 +142,8 @@ class RawResult(msgspec.Struct, frozen=True, tag="result"):
     outcomes: list[msgspec.Raw]
 
 
-Frame = Call | Result | Ping | Pong | Fault
-RawFrame = RawCall | RawResult | Ping | Pong | Fault
+Frame = Call | Result | Ping | Pong | Fault | Drain
+RawFrame = RawCall | RawResult | Ping | Pong | Fault | Drain
 """The same frames, as the supervisor reads them (same bytes on the wire)."""
 
 _encoder = msgspec.msgpack.Encoder()

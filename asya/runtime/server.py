@@ -4,8 +4,9 @@ Accepts connections (normally one persistent connection from the sidecar; at mos
 `max_connections`, the rest are closed at once) and serves each with
 `asya.runtime.connection.Connection`. The socket's directory, if the server has to create it,
 is private to the runtime's user (0700); one that exists (a Kubernetes emptyDir shared with the
-sidecar) is left as it is. `stop(grace_s)` stops accepting, lets calls in flight
-finish within the grace period, cancels the rest (their envelopes are still unacked at the
+sidecar) is left as it is. `stop(grace_s)` stops accepting, answers the calls queued and not
+started `NotStarted` (the sidecar gives their envelopes back), lets calls in flight finish
+within the grace period, cancels the rest (their envelopes are still unacked at the
 sidecar, so the broker redelivers them) and removes the socket file.
 """
 
@@ -20,8 +21,7 @@ from pathlib import Path
 from typing import Final
 
 from asya.actor import ActorConfig
-from asya.handler import Invoker
-from asya.runtime.connection import Connection
+from asya.runtime.connection import Connection, ForwardedInvoker, ForwardingConnection
 from asya.runtime.frames import FRAME_TIMEOUT_S, FrameBounds
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ class RuntimeServer:
 
     def __init__(
         self,
-        invoker: Invoker,
+        invoker: ForwardedInvoker,
         info: ActorConfig,
         capacity: int,
         socket_path: str,
@@ -82,7 +82,7 @@ class RuntimeServer:
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
             return
-        connection = Connection(
+        connection = ForwardingConnection(
             reader,
             writer,
             self._invoker,
@@ -110,6 +110,7 @@ class RuntimeServer:
         self.state = ServerState.DRAINING
         if self._server is not None:
             self._server.close()
+        self._invoker.drain()  # calls queued at the workers go back now, untouched
         await asyncio.gather(*(c.drain(grace_s) for c in list(self._connections)))
         for connection in list(self._connections):
             await connection.close()

@@ -1,6 +1,9 @@
 """A runtime worker process: loads the handler once, then serves calls on an inherited socket.
 
-Started by `asya.runtime.workers` as `python -m asya.runtime.worker FD` with `ASYA_HANDLER` set.
+Started by `asya.runtime.workers` as `python -m asya.runtime.worker FD PARENT_PID` with
+`ASYA_HANDLER` set; it dies with its parent (`die_with_parent`). It takes more calls than it
+runs at once (its capacity): the next one waits in this process, decoded, to start the moment
+the running one returns.
 It answers its parent's first Ping only once the handler is loaded (a class actor's `__init__`
 has run), or sends a Fault and exits if it cannot load. If a sync call had to be abandoned on a
 thread after its timeout, the worker answers what it holds and exits, so its parent starts a
@@ -10,6 +13,7 @@ fresh one: a stuck call never keeps running (or holding a GPU) behind the runtim
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import signal
 import socket
@@ -21,12 +25,15 @@ from asya.envelope import Limits
 from asya.errors import AsyaError
 from asya.handler import LocalInvoker, load_handler
 from asya.overrides import apply_overrides, parse_overrides
-from asya.runtime.connection import Connection
+from asya.runtime.connection import WorkerConnection
 from asya.runtime.frames import Fault, encode_frame, frame_bounds
 from asya.settings import load_settings
 
 EXIT_TAINTED = 3
 """Exit code of a worker that left a timed-out call running on a thread."""
+
+EXIT_ORPHANED = 4
+"""Exit code of a worker whose parent was gone before it started."""
 
 
 def capacity_of(is_async: bool, concurrency: int) -> int:
@@ -46,20 +53,22 @@ async def _serve(
         spec = load_handler(handler)
         if overrides:
             spec = apply_overrides(spec, parse_overrides(overrides))
-        invoker = LocalInvoker(spec, on_abandon=abandoned.set)
+        capacity = capacity_of(spec.style.is_async, spec.concurrency)
+        # It takes more calls than it runs at once: the next one waits here, decoded, ready.
+        invoker = LocalInvoker(spec, slots=capacity, on_abandon=abandoned.set)
         await invoker.start()
     except AsyaError as exc:
         writer.write(encode_frame(Fault(0, str(exc))))
         await writer.drain()
         writer.close()
         return 1
-    capacity = capacity_of(spec.style.is_async, spec.concurrency)
     bounds = frame_bounds(limits, spec.batch)
-    connection = Connection(reader, writer, invoker, spec.config, capacity, bounds)
+    connection = WorkerConnection(reader, writer, invoker, spec.config, capacity, bounds)
     serving = asyncio.create_task(connection.serve())
     tainted = asyncio.create_task(abandoned.wait())
     await asyncio.wait({serving, tainted}, return_when=asyncio.FIRST_COMPLETED)
     if abandoned.is_set():
+        invoker.drain()  # the calls waiting here go back to the runtime, to another worker
         await connection.drain(grace_s)
         await connection.close()
         # A thread is still running user code: only leaving the process stops it.
@@ -71,11 +80,32 @@ async def _serve(
     return 0
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """Have the kernel kill this process when `parent` dies, however it dies (`kill -9`, the
+    OOM killer): a worker never outlives the process that started it, nor keeps its GPU.
+    Linux only; elsewhere the worker exits when its socket closes, once its call returns."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(EXIT_ORPHANED)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1 or not args[0].isdigit():
-        print("usage: python -m asya.runtime.worker FD (started by the runtime)", file=sys.stderr)
+    if len(args) not in (1, 2) or not all(a.isdigit() for a in args):
+        print(
+            "usage: python -m asya.runtime.worker FD [PARENT_PID] (started by the runtime)",
+            file=sys.stderr,
+        )
         return 2
+    if len(args) == 2:
+        die_with_parent(int(args[1]))
     # The runtime owns this process's life; Ctrl-C in a terminal reaches it through the parent.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:

@@ -18,20 +18,24 @@ import contextlib
 import itertools
 import logging
 import math
+import os
 import socket
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from asyncio import FIRST_COMPLETED
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Final
 
 import msgspec
 
 from asya.actor import ActorConfig
 from asya.envelope import Envelope, Reason
 from asya.errors import ActorDefinitionError, RuntimeProtocolError
-from asya.outcome import Failure, Outcome, worker_crashed
+from asya.outcome import Failure, NotStarted, Outcome, worker_crashed
 from asya.runtime.frames import (
     HANDSHAKE_FRAME_BYTES,
     Call,
+    Drain,
     Fault,
     FrameBounds,
     FrameWriter,
@@ -58,8 +62,11 @@ def user_environment(env: Mapping[str, str]) -> dict[str, str]:
 
 @dataclass(eq=False)
 class _Pending:
-    answer: asyncio.Future[list[msgspec.Raw]]
+    answer: asyncio.Future[list[msgspec.Raw] | None]
+    """The outcomes; None if the call never started at its worker (send it again)."""
     count: int
+    started: asyncio.Future[None]
+    """Done once the worker may be running it: its timeout counts from then."""
 
 
 @dataclass(eq=False)
@@ -68,11 +75,17 @@ class _Worker:
     reader: asyncio.StreamReader
     frames: FrameWriter
     pending: dict[int, _Pending] = field(default_factory=dict)
+    """Calls sent and not answered, in the order sent: the worker runs the first `capacity`."""
     busy: int = 0
     listener: asyncio.Task[None] | None = None
     alive: bool = True
+    leaving: bool = False
+    """It turned a call away (it is exiting after a timed-out call): send it no more."""
     result_bytes: int = HANDSHAKE_FRAME_BYTES
     """Largest Result frame read from it: its Pong's bound, once it has answered."""
+
+
+_NOT_STARTED: Final = encode_outcome(NotStarted())
 
 
 class ProcessInvoker:
@@ -84,14 +97,16 @@ class ProcessInvoker:
         *,
         env: Mapping[str, str],
         workers: int = 0,
+        depth: int = 1,
         kill_grace_s: float = 2.0,
         start_timeout_s: float = 300.0,
         python: str = sys.executable,
     ) -> None:
         """`env` is the workers' environment (less the broker's variables); `workers` 0 means
-        as many as needed."""
+        as many as needed; `depth`: calls queued at each worker per call it runs."""
         self._env = {**user_environment(env), env_var("handler"): handler}
         self._wanted = workers
+        self._depth = depth
         self._kill_grace_s = kill_grace_s
         self._start_timeout_s = start_timeout_s
         self._python = python
@@ -100,6 +115,7 @@ class ProcessInvoker:
         self._ids = itertools.count(1)
         self._replacing: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._draining = False
         self.info: ActorConfig | None = None
         self.capacity = 1
         self.bounds: FrameBounds | None = None
@@ -136,32 +152,81 @@ class ProcessInvoker:
 
         return await self._call(frame, len(envelopes))
 
+    @property
+    def held(self) -> int:
+        """Calls sent to the workers and not answered yet: running, or queued behind."""
+        return sum(len(w.pending) for w in self._workers)
+
+    def drain(self) -> None:
+        """Start nothing more: calls not started are answered `NotStarted`, now and later."""
+        if self._draining:
+            return
+        self._draining = True
+        for worker in self._workers:
+            worker.frames.send(encode_frame(Drain(0)))
+        self._background(self._wake())
+
+    async def _wake(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
     async def _call(self, frame: Callable[[int], bytes], count: int) -> list[msgspec.Raw]:
-        """Send the Call `frame(id)` for `count` envelopes to a free worker; its outcomes."""
+        """Send the Call `frame(id)` for `count` envelopes to a worker with room; its outcomes.
+        A call that never started at its worker (it crashed, or left after a timed-out call)
+        is sent again, to another: it goes back, it is not failed."""
         await self.start()
+        while True:
+            worker = await self._acquire()
+            if worker is None:
+                return [_NOT_STARTED] * count
+            outcomes = await self._call_worker(worker, frame, count)
+            if outcomes is not None:
+                return outcomes
+
+    async def _call_worker(
+        self, worker: _Worker, frame: Callable[[int], bytes], count: int
+    ) -> list[msgspec.Raw] | None:
         assert self.info is not None
-        worker = await self._acquire()
+        loop = asyncio.get_running_loop()
         call_id = next(self._ids)
-        answer: asyncio.Future[list[msgspec.Raw]] = asyncio.get_running_loop().create_future()
-        worker.pending[call_id] = _Pending(answer, count)
+        pending = _Pending(loop.create_future(), count, loop.create_future())
+        worker.pending[call_id] = pending
+        self._mark_started(worker)
         try:
             worker.frames.send(frame(call_id))
             await worker.frames.drain()
+            if not pending.started.done():  # queued behind calls it runs: not timed yet
+                await asyncio.wait((pending.started, pending.answer), return_when=FIRST_COMPLETED)
             limit = self.info.timeout_s + self._kill_grace_s
             try:
-                return await asyncio.wait_for(asyncio.shield(answer), limit)
+                outcomes = await asyncio.wait_for(asyncio.shield(pending.answer), limit)
             except TimeoutError:
                 log.warning("worker killed: call ran past its timeout", extra={"call": call_id})
                 await self._retire(worker)
                 return [encode_outcome(self._timeout_failure())] * count
+            if outcomes and outcomes[0] == _NOT_STARTED and not self._draining:
+                worker.leaving = True  # it is exiting: the call goes to another worker
+                return None
+            return outcomes
         except ConnectionError:
             await self._retire(worker)
+            if not pending.started.done():
+                return None
             return [encode_outcome(_crashed("the worker's connection broke"))] * count
         finally:
             worker.pending.pop(call_id, None)
+            self._mark_started(worker)
             async with self._changed:
                 worker.busy -= 1
                 self._changed.notify_all()
+
+    def _mark_started(self, worker: _Worker) -> None:
+        """The worker runs its first `capacity` calls (it starts them in the order sent)."""
+        for place, pending in enumerate(worker.pending.values()):
+            if place >= self.capacity:
+                return
+            if not pending.started.done():
+                pending.started.set_result(None)
 
     async def aclose(self) -> None:
         self._closed = True
@@ -172,10 +237,14 @@ class ProcessInvoker:
             await self._stop(worker, grace_s=self._kill_grace_s)
         self._workers.clear()
 
-    async def _acquire(self) -> _Worker:
+    async def _acquire(self) -> _Worker | None:
+        """The least busy worker with room for one more call; None once draining."""
+        room = self.capacity * (1 + self._depth)
         async with self._changed:
             while True:
-                free = [w for w in self._workers if w.alive and w.busy < self.capacity]
+                if self._draining:
+                    return None
+                free = [w for w in self._workers if w.alive and not w.leaving and w.busy < room]
                 if free:
                     worker = min(free, key=lambda w: w.busy)
                     worker.busy += 1
@@ -190,6 +259,7 @@ class ProcessInvoker:
                 "-m",
                 "asya.runtime.worker",
                 str(child.fileno()),
+                str(os.getpid()),
                 pass_fds=(child.fileno(),),
                 env=self._env,
                 stdin=asyncio.subprocess.DEVNULL,
@@ -227,15 +297,20 @@ class ProcessInvoker:
                 if frame is None:
                     break
                 if isinstance(frame, RawResult):
-                    pending = worker.pending.get(frame.id)
+                    pending = worker.pending.pop(frame.id, None)
                     if pending is not None and not pending.answer.done():
                         pending.answer.set_result(frame.outcomes)
+                        self._mark_started(worker)  # the next one runs now: time it
         except (RuntimeProtocolError, ConnectionError) as exc:
             log.error("worker connection failed", extra={"error": str(exc)})
         for pending in list(worker.pending.values()):
-            if not pending.answer.done():
+            if pending.answer.done():
+                continue
+            if pending.started.done():
                 crashed = encode_outcome(_crashed("the worker process exited"))
                 pending.answer.set_result([crashed] * pending.count)
+            else:
+                pending.answer.set_result(None)  # it never ran: it goes to another worker
         if worker.alive:
             await self._retire(worker)
 
@@ -249,9 +324,12 @@ class ProcessInvoker:
                 self._workers.remove(worker)
         await self._stop(worker)
         if not self._closed:
-            task = asyncio.create_task(self._replace())
-            self._replacing.add(task)
-            task.add_done_callback(self._replacing.discard)
+            self._background(self._replace())
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._replacing.add(task)
+        task.add_done_callback(self._replacing.discard)
 
     async def _replace(self) -> None:
         delay_s = 0.5

@@ -250,6 +250,7 @@ async def _role(
         observer=StepEvents(emit=settings.sidecar.step_events),
         tracing=telemetry.installed(),
         metrics=metrics,
+        depth=settings.process.pipeline_depth,
     )
 
 

@@ -125,6 +125,12 @@ class RuntimeLink:
         crashed = worker_crashed(f"the runtime went away {MAX_CUTS} times during this call")
         return [crashed] * len(envelopes)
 
+    def drain(self) -> None:
+        """The runtime starts none of the calls it holds that have not started yet (see
+        `RuntimeClient.drain`); a call waiting for the runtime to come back is still sent."""
+        if self._client is not None:
+            self._client.drain()
+
     async def aclose(self) -> None:
         if self._keeper is not None:
             self._keeper.cancel()

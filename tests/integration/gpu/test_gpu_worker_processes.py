@@ -65,8 +65,10 @@ def probe_module(tmp_path, monkeypatch):
 async def test_each_worker_process_sees_its_own_gpu_and_the_fallback_one_sees_none(probe_module):
     module, release = probe_module
     transport, finals = MemoryTransport(), Finals(3)
+    # No call queued behind a running one: each of the three envelopes takes its own worker.
     gpus = GpuWorkers(
-        GpuAssigner(Inventory(devices=(gpu(0), gpu(1)))), process_invokers(dict(os.environ))
+        GpuAssigner(Inventory(devices=(gpu(0), gpu(1)))),
+        process_invokers(dict(os.environ), depth=0),
     )
     mesh = Mesh(
         (module.probe.__asya_actor__,),
@@ -75,7 +77,7 @@ async def test_each_worker_process_sees_its_own_gpu_and_the_fallback_one_sees_no
         sink=finals,
         clock=SystemClock(),
         rng=random.Random(1),
-        options=MeshOptions(poll_interval_s=0.01),
+        options=MeshOptions(poll_interval_s=0.01, depth=0),
         gpus=gpus,
     )
     async with mesh:

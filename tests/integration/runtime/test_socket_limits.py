@@ -6,16 +6,17 @@ import asyncio
 import logging
 import textwrap
 
+import msgspec
 import pytest
 
 from asya import actor
 from asya.actor import spec_of
-from asya.envelope import Limits, Reason
+from asya.envelope import Envelope, Limits, Reason
 from asya.errors import RuntimeUnavailableError
 from asya.handler import LocalInvoker
 from asya.outcome import Failure, Success
 from asya.runtime.client import RuntimeClient
-from asya.runtime.frames import frame_bounds
+from asya.runtime.frames import encode_outcome, frame_bounds
 from asya.runtime.server import MAX_CONNECTIONS, RuntimeServer
 from tests.integration.runtime.processes import call, connect, start_runtime
 
@@ -134,6 +135,21 @@ async def test_an_existing_socket_directory_keeps_its_mode(tmp_path):
     assert mode == 0o755
 
 
+class InProcess:
+    """The supervisor's side of a runtime without worker processes: calls decoded and run by
+    a `LocalInvoker` here."""
+
+    def __init__(self, invoker: LocalInvoker) -> None:
+        self._invoker = invoker
+
+    async def invoke_raw(self, envelopes: list[msgspec.Raw]) -> list[msgspec.Raw]:
+        decoded = [msgspec.msgpack.decode(e, type=Envelope) for e in envelopes]
+        return [encode_outcome(o) for o in await self._invoker.invoke(decoded)]
+
+    def drain(self) -> None:
+        self._invoker.drain()
+
+
 @pytest.fixture
 async def quick_timeout_server(tmp_path):
     """A runtime server in this process whose started frames must arrive within 0.2 s."""
@@ -148,7 +164,7 @@ async def quick_timeout_server(tmp_path):
     await invoker.start()
     info = spec.config
     server = RuntimeServer(
-        invoker,
+        InProcess(invoker),
         info,
         1,
         str(tmp_path / "rt.sock"),

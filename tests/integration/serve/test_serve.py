@@ -42,7 +42,8 @@ from asya import actor
 def slow(doc):
     print(f"begin {doc['n']}", file=sys.stderr, flush=True)
     time.sleep(1)
-    return {**doc, "pid": os.getpid()}
+    # The process that serves it: `asya serve` runs sync handlers in worker processes.
+    return {**doc, "pid": os.getppid()}
 """
 
 

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import looptime
 
-from asya.message_loop import MessageLoop, Settle
+from asya.message_loop import MessageLoop, OnePhase, Settle
 from asya.transport.base import Message
 from asya.transport.memory import MemoryTransport
 
@@ -39,7 +39,7 @@ async def batches_seen(
             done.set()
         return [Settle.ACK] * len(messages)
 
-    message_loop = MessageLoop(transport, "a", handle, batch=batch, batch_wait_ms=wait_ms)
+    message_loop = MessageLoop(transport, "a", OnePhase(handle), batch=batch, batch_wait_ms=wait_ms)
     await message_loop.start()
     started = loop.time()
     for n, at in enumerate(arrivals_s):

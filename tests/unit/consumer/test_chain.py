@@ -280,6 +280,9 @@ async def test_an_input_whose_processing_crashes_is_requeued_not_lost():
                 raise RuntimeError("invoker bug")
             return await LocalInvoker(spec_of(a)).invoke(envelopes)
 
+        def drain(self):
+            return None
+
         async def aclose(self):
             return None
 

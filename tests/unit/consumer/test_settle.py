@@ -10,7 +10,7 @@ from asya.consumer import Consumer
 from asya.envelope import END_LIMITS, Limits, decode_envelope, encode_envelope
 from asya.errors import TransportError
 from asya.handler import LocalInvoker
-from asya.message_loop import MessageLoop, Settle
+from asya.message_loop import MessageLoop, OnePhase, Settle
 from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.memory import MemoryTransport
 from tests.factories import FakeClock, envelope, rng
@@ -34,7 +34,7 @@ async def test_a_message_that_breaks_its_batch_is_requeued_alone_and_its_batch_m
 
     for body in [b"g1", b"g2", b"g3", b"poison", b"g4", b"g5", b"g6", b"g7"]:
         await transport.publish("a", body)
-    loop = MessageLoop(transport, "a", handle, batch=8, batch_wait_ms=1000)
+    loop = MessageLoop(transport, "a", OnePhase(handle), batch=8, batch_wait_ms=1000)
     await loop.start()
     await asyncio.wait_for(poison_alone.wait(), 5)
     await loop.stop(1)

@@ -11,7 +11,7 @@ import msgspec
 from asya.actor import ActorConfig
 from asya.envelope import Limits, Reason
 from asya.outcome import Failure, Success
-from asya.runtime.connection import Connection
+from asya.runtime.connection import ForwardingConnection
 from asya.runtime.frames import (
     Call,
     RawResult,
@@ -38,6 +38,9 @@ class Recorder:
         self.seen.append([bytes(e) for e in envelopes])
         return self.outcomes
 
+    def drain(self) -> None:
+        return None
+
     async def aclose(self) -> None:
         return None
 
@@ -55,7 +58,9 @@ async def test_a_call_reaches_the_invoker_as_sent_and_its_outcomes_come_back_as_
     server_reader, server_writer = await asyncio.open_unix_connection(sock=ours)
     reader, writer = await asyncio.open_unix_connection(sock=theirs)
     bounds = frame_bounds(Limits(), None)
-    connection = Connection(server_reader, server_writer, invoker, ActorConfig(name="a"), 1, bounds)
+    connection = ForwardingConnection(
+        server_reader, server_writer, invoker, ActorConfig(name="a"), 1, bounds
+    )
     serving = asyncio.create_task(connection.serve())
 
     writer.write(encode_frame(Call(7, envelopes)))

@@ -34,6 +34,7 @@ def test_a_group_is_described_as_variable_default_and_description_in_field_order
     assert [(s.variable, s.default) for s in describe_settings(ProcessSettings)] == [
         ("ASYA_LOG_LEVEL", "WARNING"),
         ("ASYA_LOG_FORMAT", "text"),
+        ("ASYA_PIPELINE_DEPTH", 1),
         ("ASYA_EVENT_LOOP", "auto"),
     ]
 
