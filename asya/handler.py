@@ -40,8 +40,8 @@ class Invoker(Protocol):
     """Calls an actor's handler on envelopes; one outcome per envelope, in order.
 
     An invoker takes more calls than it runs at once and starts the waiting ones in the order
-    they came, so the next call is ready the moment one ends. `drain` turns the waiting ones
-    (and any later call) away as `NotStarted`; calls already running go on.
+    they came, so the next call is ready the moment one ends. `drain` turns the ones waiting now
+    away as `NotStarted`; calls already running go on, and later calls are served as usual.
     """
 
     async def invoke(self, envelopes: Sequence[Envelope]) -> list[Outcome]: ...
@@ -52,8 +52,8 @@ class Invoker(Protocol):
 
 
 class CallGate:
-    """At most `size` calls at once, started in the order they came; `close` turns away
-    the waiting ones and every later one."""
+    """At most `size` calls at once, started in the order they came; `turn_away` turns away
+    the ones waiting now, `close` those and every later one."""
 
     def __init__(self, size: int) -> None:
         self._free = size
@@ -89,6 +89,9 @@ class CallGate:
 
     def close(self) -> None:
         self.closed = True
+        self.turn_away()
+
+    def turn_away(self) -> None:
         waiting, self._waiting = self._waiting, collections.deque()
         for turn in waiting:
             if not turn.done():
@@ -187,6 +190,10 @@ class LocalInvoker:
             ) from exc
 
     def drain(self) -> None:
+        self._gate.turn_away()
+
+    def refuse(self) -> None:
+        """Start no call from now on: the waiting ones and every later one are `NotStarted`."""
         self._gate.close()
 
     async def aclose(self) -> None:

@@ -130,7 +130,7 @@ class RuntimeClient:
 
     def drain(self) -> None:
         """Tell the runtime to start none of the calls it holds that have not started: it
-        answers them `NotStarted` (their envelopes go back to the queue), and any later one."""
+        answers them `NotStarted` (their envelopes go back to the queue); later calls run."""
         if self._frames is not None and self.connected:
             self._frames.send(encode_frame(Drain(next(self._ids))))
 

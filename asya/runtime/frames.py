@@ -11,7 +11,7 @@ and on the socket pair between the runtime and each of its worker processes.
     Fault  (id, message)           a request that cannot be answered, or a worker that
                                    failed to start (id 0)
     Drain  (id)                    no answer: calls queued and not started are answered
-                                   `NotStarted`, and so is every later call
+                                   `NotStarted`; from a worker: it is leaving
 
 A serving peer takes more calls than it runs at once (`capacity`): the ones past it wait, in
 the order they came, so that the next call is already there when one ends (pipelining). A
@@ -121,8 +121,10 @@ class Fault(msgspec.Struct, frozen=True, tag="fault"):
 
 
 class Drain(msgspec.Struct, frozen=True, tag="drain"):
-    """Start no call that has not started yet: each is answered `NotStarted` at once, and so is
-    every call that comes after. Calls already running finish. Sent when the peer stops."""
+    """Start none of the calls held now that have not started: each is answered `NotStarted` at
+    once. Calls already running finish; later calls are served. Sent by a peer that stops (a
+    sidecar draining, the runtime on SIGTERM); a worker sends it to the runtime when it is
+    leaving (after a timed-out call), and from then on turns every call away."""
 
     id: int
 

@@ -26,7 +26,7 @@ from asya.errors import AsyaError
 from asya.handler import LocalInvoker, load_handler
 from asya.overrides import apply_overrides, parse_overrides
 from asya.runtime.connection import WorkerConnection
-from asya.runtime.frames import Fault, encode_frame, frame_bounds
+from asya.runtime.frames import Drain, Fault, encode_frame, frame_bounds
 from asya.settings import load_settings
 
 EXIT_TAINTED = 3
@@ -68,7 +68,10 @@ async def _serve(
     tainted = asyncio.create_task(abandoned.wait())
     await asyncio.wait({serving, tainted}, return_when=asyncio.FIRST_COMPLETED)
     if abandoned.is_set():
-        invoker.drain()  # the calls waiting here go back to the runtime, to another worker
+        # Start nothing more: the calls waiting here, and any that comes, go back to the
+        # runtime (to another worker); tell it first, so that it sends none after we are gone.
+        invoker.refuse()
+        await connection.send(Drain(0))
         await connection.drain(grace_s)
         await connection.close()
         # A thread is still running user code: only leaving the process stops it.

@@ -80,7 +80,8 @@ class _Worker:
     listener: asyncio.Task[None] | None = None
     alive: bool = True
     leaving: bool = False
-    """It turned a call away (it is exiting after a timed-out call): send it no more."""
+    """It said it is exiting (after a timed-out call): send it no more; it started nothing
+    since, so what it leaves unanswered goes to another worker."""
     result_bytes: int = HANDSHAKE_FRAME_BYTES
     """Largest Result frame read from it: its Pong's bound, once it has answered."""
 
@@ -115,7 +116,8 @@ class ProcessInvoker:
         self._ids = itertools.count(1)
         self._replacing: set[asyncio.Task[None]] = set()
         self._closed = False
-        self._draining = False
+        self._drains = 0
+        """Drains so far: a call waiting for a worker since before the last one is turned away."""
         self.info: ActorConfig | None = None
         self.capacity = 1
         self.bounds: FrameBounds | None = None
@@ -158,10 +160,9 @@ class ProcessInvoker:
         return sum(len(w.pending) for w in self._workers)
 
     def drain(self) -> None:
-        """Start nothing more: calls not started are answered `NotStarted`, now and later."""
-        if self._draining:
-            return
-        self._draining = True
+        """Calls not started now are answered `NotStarted`: those waiting for a worker, and
+        those queued at one (each worker is told to turn them away). Later calls are served."""
+        self._drains += 1
         for worker in self._workers:
             worker.frames.send(encode_frame(Drain(0)))
         self._background(self._wake())
@@ -175,8 +176,9 @@ class ProcessInvoker:
         A call that never started at its worker (it crashed, or left after a timed-out call)
         is sent again, to another: it goes back, it is not failed."""
         await self.start()
+        drains = self._drains
         while True:
-            worker = await self._acquire()
+            worker = await self._acquire(drains)
             if worker is None:
                 return [_NOT_STARTED] * count
             outcomes = await self._call_worker(worker, frame, count)
@@ -204,8 +206,8 @@ class ProcessInvoker:
                 log.warning("worker killed: call ran past its timeout", extra={"call": call_id})
                 await self._retire(worker)
                 return [encode_outcome(self._timeout_failure())] * count
-            if outcomes and outcomes[0] == _NOT_STARTED and not self._draining:
-                worker.leaving = True  # it is exiting: the call goes to another worker
+            if outcomes is None or outcomes[0] == _NOT_STARTED:
+                # It never started: to another worker, unless a drain came since it was asked.
                 return None
             return outcomes
         except ConnectionError:
@@ -237,12 +239,13 @@ class ProcessInvoker:
             await self._stop(worker, grace_s=self._kill_grace_s)
         self._workers.clear()
 
-    async def _acquire(self) -> _Worker | None:
-        """The least busy worker with room for one more call; None once draining."""
+    async def _acquire(self, drains: int) -> _Worker | None:
+        """The least busy worker with room for one more call; None if a drain came since the
+        call asked (its count was `drains`)."""
         room = self.capacity * (1 + self._depth)
         async with self._changed:
             while True:
-                if self._draining:
+                if self._drains != drains:
                     return None
                 free = [w for w in self._workers if w.alive and not w.leaving and w.busy < room]
                 if free:
@@ -301,12 +304,14 @@ class ProcessInvoker:
                     if pending is not None and not pending.answer.done():
                         pending.answer.set_result(frame.outcomes)
                         self._mark_started(worker)  # the next one runs now: time it
+                elif isinstance(frame, Drain):
+                    worker.leaving = True
         except (RuntimeProtocolError, ConnectionError) as exc:
             log.error("worker connection failed", extra={"error": str(exc)})
         for pending in list(worker.pending.values()):
             if pending.answer.done():
                 continue
-            if pending.started.done():
+            if pending.started.done() and not worker.leaving:
                 crashed = encode_outcome(_crashed("the worker process exited"))
                 pending.answer.set_result([crashed] * pending.count)
             else:

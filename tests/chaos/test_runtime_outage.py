@@ -44,7 +44,10 @@ WAIT_S = 0.5
 DELIVERY_LIMIT = 2
 ENVELOPES = 10
 IN_FLIGHT = 2
-"""The actor's concurrency: envelopes inside the runtime when it is killed; the rest queue."""
+"""The actor's concurrency: envelopes running in the runtime when it is killed."""
+HELD = IN_FLIGHT * (2 + 1)
+"""What the sidecar holds (its prefetch at the default ASYA_PIPELINE_DEPTH of 1: the calls
+running, one queued behind each, one finishing each); the rest stay queued."""
 
 
 @pytest.fixture
@@ -141,7 +144,7 @@ async def test_a_runtime_outage_longer_than_the_delivery_limit_allows_loses_noth
         # Past ASYA_RUNTIME_WAIT_S the sidecar says it is not ready; it keeps the envelopes it
         # holds unacked, and the rest stay queued.
         await eventually(lambda: _is(readiness(port), 503))
-        await eventually(lambda: _is(messages_ready(limited, "hold"), ENVELOPES - IN_FLIGHT))
+        await eventually(lambda: _is(messages_ready(limited, "hold"), ENVELOPES - HELD))
         outage = await hold_outage(port, limited_finals, WAIT_S * DELIVERY_LIMIT * 3)
         await pod.start_runtime()
         release.touch()
