@@ -1,9 +1,10 @@
 """`python -m bench`: asya against its peers on one broker, in one run, measured the same way.
 
-Reads the options, runs every contender on every queue type (then the batching sizes), writes
-the results as JSON and prints them as a table. Progress goes to stderr, one line as each
-contender starts and finishes. Exit code: 0 when every contender delivered every message
-exactly once; 1 when one failed or lost, duplicated or failed a message; 2 for a usage error.
+Reads the options, runs every contender on every queue type, then the batching sizes, then the
+device utilisation runs (`bench.utilisation`), writes the results as JSON and prints them as a
+table. Progress goes to stderr, one line as each contender starts and finishes. Exit code: 0
+when every contender delivered every message exactly once; 1 when one failed or lost,
+duplicated or failed a message; 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from bench.contenders.base import Contender, Setup
 from bench.environment import describe
 from bench.measure import ContenderFailedError, Plan, measure
 from bench.procs import find_broker_pid
+from bench.utilisation import PATHS, PIPELINE_DEPTH_VARIABLE, UtilisationPlan, measure_utilisation
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
 QUEUE_TYPES = ("quorum", "classic")
@@ -44,6 +46,7 @@ class Config:
     inflight: int
     plan: Plan
     batching: BatchPlan | None
+    utilisation: UtilisationPlan | None
     output: Path
 
 
@@ -55,6 +58,13 @@ def _names(text: str, choices: Sequence[str], what: str) -> tuple[str, ...]:
             f"unknown {what}: {', '.join(unknown) or '(none)'}; choose from {', '.join(choices)}"
         )
     return names
+
+
+def _names_or_none(text: str, choices: Sequence[str], what: str) -> tuple[str, ...]:
+    """As `_names`, but '' (or only commas and blanks) is none at all."""
+    if not text.replace(",", "").strip():
+        return ()
+    return _names(text, choices, what)
 
 
 def _numbers(text: str) -> tuple[float, ...]:
@@ -77,6 +87,16 @@ def _sizes(text: str) -> tuple[int, ...]:
     if any(v < 1 for v in sizes):
         raise argparse.ArgumentTypeError("every batch size must be 1 or more")
     return sizes
+
+
+def _positive_ms(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a number: {exc}") from exc
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be above 0")
+    return value
 
 
 def _positive(text: str) -> int:
@@ -115,10 +135,11 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--contenders",
-        type=lambda t: _names(t, contenders.NAMES, "contender"),
+        type=lambda t: _names_or_none(t, contenders.NAMES, "contender"),
         default=contenders.NAMES,
         metavar="A,B",
-        help=f"which to run, in this order (default: {','.join(contenders.NAMES)})",
+        help=f"which to run, in this order ('' for none: only the batching and utilisation"
+        f" runs) (default: {','.join(contenders.NAMES)})",
     )
     p.add_argument(
         "--queue-types",
@@ -201,6 +222,46 @@ def parser() -> argparse.ArgumentParser:
         help="each batch size's saturation batch is N full batches (30)",
     )
     p.add_argument(
+        "--utilisation",
+        type=lambda t: _names_or_none(t, PATHS, "utilisation path"),
+        default=PATHS,
+        metavar="P,P",
+        help="device utilisation runs: the share of a device-bound handler's standalone rate"
+        " that asya reaches in steady state, on the local runner's GPU-worker path (local:"
+        " batch 32 and batch 1, in-memory) and on a pod (pods: batch 32, RabbitMQ, the first"
+        " queue type) ('' to skip) (local,pods)",
+    )
+    p.add_argument(
+        "--device-ms",
+        type=_positive_ms,
+        default=5.0,
+        metavar="MS",
+        help="device time of one batch of 32 on the local path, slept (5)",
+    )
+    p.add_argument(
+        "--device-call-ms",
+        type=_positive_ms,
+        default=0.3,
+        metavar="MS",
+        help="device time of one call at batch 1 on the local path, slept (0.3)",
+    )
+    p.add_argument(
+        "--pods-device-ms",
+        type=_positive_ms,
+        default=40.0,
+        metavar="MS",
+        help="device time of one batch of 32 on the pod, slept; the broker on a small machine"
+        " cannot carry a faster device (40)",
+    )
+    p.add_argument(
+        "--utilisation-seconds",
+        type=_positive_ms,
+        default=3.0,
+        metavar="S",
+        help="device work each utilisation run's queue is filled with, in seconds at the"
+        " handler's standalone rate (3)",
+    )
+    p.add_argument(
         "--timeout",
         type=float,
         default=300.0,
@@ -242,6 +303,19 @@ def config_from(args: argparse.Namespace) -> Config:
             rounds=args.batch_rounds,
         )
         if sizes
+        else None,
+        utilisation=UtilisationPlan(
+            paths=args.utilisation,
+            device_ms=args.device_ms,
+            call_ms=args.device_call_ms,
+            pods_device_ms=args.pods_device_ms,
+            seconds=args.utilisation_seconds,
+            queue_type=args.queue_types[0],
+            payload_bytes=args.payload_bytes,
+            timeout_s=args.timeout,
+            pipeline_depth=os.environ.get(PIPELINE_DEPTH_VARIABLE),
+        )
+        if args.utilisation
         else None,
         output=args.output or default_output(),
     )
@@ -298,9 +372,15 @@ class _Runner:
             self._config.plan,
         )
 
+    async def utilisation(self, plan: UtilisationPlan) -> dict[str, Any]:
+        return await measure_utilisation(
+            plan, lambda name: self.setup(name, plan.queue_type), self._connection, say
+        )
+
 
 async def run(config: Config) -> dict[str, Any]:
-    """Every contender on every queue type, then the batching runs; the results as JSON."""
+    """Every contender on every queue type, then the batching and the utilisation runs; the
+    results as JSON."""
     skipped = {n: why for n in config.contenders if (why := contenders.missing(n)) is not None}
     for name, why in skipped.items():
         say(f"bench: {name} skipped: {why}")
@@ -312,6 +392,7 @@ async def run(config: Config) -> dict[str, Any]:
     )
     runs: list[dict[str, Any]] = []
     batching: dict[str, Any] = {}
+    utilisation: dict[str, Any] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="asya-bench-") as logs:
             runner = _Runner(config, connection, Path(logs))
@@ -322,6 +403,8 @@ async def run(config: Config) -> dict[str, Any]:
             if config.batching is not None:
                 for queue_type in config.queue_types:
                     batching[queue_type] = await runner.batching(config.batching, queue_type)
+            if config.utilisation is not None:
+                utilisation = await runner.utilisation(config.utilisation)
     finally:
         await connection.close()
     return {
@@ -332,6 +415,7 @@ async def run(config: Config) -> dict[str, Any]:
         "runs": runs,
         "ratios": report.ratios(runs),
         "batching": batching,
+        "utilisation": utilisation,
     }
 
 
@@ -356,6 +440,11 @@ def succeeded(results: dict[str, Any]) -> bool:
     runs = list(results["runs"])
     for batching in results["batching"].values():
         runs += batching["sizes"]
+    utilisation = results.get("utilisation", {}).get("rows", [])
+    if not all(
+        "error" not in r and r["delivery"]["arrived"] == r["delivery"]["sent"] for r in utilisation
+    ):
+        return False
     return all(
         "error" not in r
         and r["delivery"]["arrived"] == r["delivery"]["sent"]

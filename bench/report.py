@@ -64,12 +64,15 @@ def table(results: dict[str, Any]) -> str:
         f" asya {commit}",
         "",
     ]
-    lines += _throughput(results["runs"], settings["light_rates_per_s"])
-    lines += ["", "ratios of throughput (same queue type, same run):"]
-    for queue_type, pairs in results["ratios"].items():
-        lines.append(f"  {queue_type:8} " + "   ".join(f"{k} {v:.2f}" for k, v in pairs.items()))
-    lines += ["", "CPU ms per message at saturation, by role; peak RSS MiB:"]
-    lines += _resources(results["runs"])
+    if results["runs"]:
+        lines += _throughput(results["runs"], settings["light_rates_per_s"])
+        lines += ["", "ratios of throughput (same queue type, same run):"]
+        for queue_type, pairs in results["ratios"].items():
+            lines.append(
+                f"  {queue_type:8} " + "   ".join(f"{k} {v:.2f}" for k, v in pairs.items())
+            )
+        lines += ["", "CPU ms per message at saturation, by role; peak RSS MiB:"]
+        lines += _resources(results["runs"])
     for name, why in results["skipped"].items():
         lines.append(f"skipped {name}: {why}")
     notes = sorted({f"{r['contender']}: {n}" for r in results["runs"] for n in r.get("notes", [])})
@@ -78,6 +81,8 @@ def table(results: dict[str, Any]) -> str:
         lines.append("")
     for queue_type, batching in results["batching"].items():
         lines.append(_batching(queue_type, batching))
+    if results.get("utilisation"):
+        lines += [*([""] if lines[-1] else []), *utilisation(results["utilisation"])]
     return "\n".join(lines)
 
 
@@ -137,3 +142,30 @@ def _batching(queue_type: str, batching: dict[str, Any]) -> str:
     )
     tail = f"; batch {max(done)} vs {min(done)}: {ratio:.1f}x" if ratio is not None else ""
     return head + ", ".join(sizes) + tail
+
+
+def utilisation(measured: dict[str, Any]) -> list[str]:
+    """The device utilisation runs (`bench.utilisation`) as a table, one row per run."""
+    low, high = measured["steady_window"]
+    depth = measured["pipeline_depth"]
+    lines = [
+        "device utilisation: items/s of the device-bound handler alone (a plain loop) and"
+        f" through asya, in steady state (completions {low:.0%} to {high:.0%});"
+        f" ASYA_PIPELINE_DEPTH {'unset' if depth is None else depth}:",
+        f"  {'path':26} {'batch':>5} {'device ms':>9} {'standalone/s':>12} {'asya/s':>9}"
+        f" {'share':>6}",
+    ]
+    for row in measured["rows"]:
+        head = f"  {_path(row):26} {row['batch']:5d} {row['device_ms']:9g}"
+        if "error" in row:
+            lines.append(head + " FAILED: " + row["error"].splitlines()[0])
+            continue
+        lines.append(
+            head + f" {row['standalone_per_s']:12.1f} {row['asya_per_s']:9.1f} {row['share']:6.2f}"
+        )
+    return lines
+
+
+def _path(row: dict[str, Any]) -> str:
+    where = "local GPU worker" if row["path"] == "local" else "pod"
+    return f"{where} ({row['transport']})"
