@@ -140,11 +140,6 @@ class Consumer:
         await self.loop.stop(grace_s)
         await self._invoker.aclose()
 
-    async def handle(self, messages: Sequence[Message]) -> Sequence[Settle]:
-        """Process a batch of messages (one, unless the actor batches); how to settle each."""
-        finish = await self.call(messages)
-        return await finish()
-
     def drain(self) -> None:
         """Calls queued at the invoker and not started come back as `Settle.REQUEUE`."""
         self._invoker.drain()

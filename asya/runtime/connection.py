@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Coroutine
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
@@ -60,14 +60,23 @@ class ForwardedInvoker(Protocol):
     def drain(self) -> None: ...
 
 
-class Connection(abc.ABC):
+class _Drainable(Protocol):
+    def drain(self) -> None: ...
+
+
+_I = TypeVar("_I", bound=_Drainable)
+
+
+class Connection(abc.ABC, Generic[_I]):
     """One peer's connection; `serve` returns when the peer closes it. Pings and Drains are
-    answered here; a subclass reads and answers the calls (`_read`, `_call`)."""
+    answered here (a Drain drains the invoker); a subclass reads and answers the calls
+    (`_read`, `_call`)."""
 
     def __init__(
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
+        invoker: _I,
         info: ActorConfig,
         capacity: int,
         bounds: FrameBounds,
@@ -76,6 +85,7 @@ class Connection(abc.ABC):
     ) -> None:
         self._reader = reader
         self._writer = writer
+        self._invoker = invoker
         self._info = info
         self._capacity = capacity
         self._bounds = bounds
@@ -89,9 +99,6 @@ class Connection(abc.ABC):
     @abc.abstractmethod
     def _call(self, frame: Frame | RawFrame) -> Coroutine[Any, Any, None] | None:
         """The answering of `frame` if it is a call; None if it is not."""
-
-    @abc.abstractmethod
-    def _drain_invoker(self) -> None: ...
 
     async def serve(self) -> None:
         try:
@@ -116,7 +123,7 @@ class Connection(abc.ABC):
                 self.send(Pong(frame.id, self._info, self._capacity, self._bounds, PROTOCOL))
             )
         elif isinstance(frame, Drain):
-            self._drain_invoker()
+            self._invoker.drain()
         else:
             self._spawn(
                 self.send(Fault(getattr(frame, "id", 0), f"unexpected {type(frame).__name__}"))
@@ -162,23 +169,9 @@ class Connection(abc.ABC):
             await self._writer.wait_closed()
 
 
-class WorkerConnection(Connection):
+class WorkerConnection(Connection[Invoker]):
     """A worker's connection to the runtime: calls are decoded and run by the worker's
     `LocalInvoker`, and its outcomes checked and fitted to the bounds."""
-
-    def __init__(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        invoker: Invoker,
-        info: ActorConfig,
-        capacity: int,
-        bounds: FrameBounds,
-        *,
-        frame_timeout_s: float = FRAME_TIMEOUT_S,
-    ) -> None:
-        super().__init__(reader, writer, info, capacity, bounds, frame_timeout_s=frame_timeout_s)
-        self._invoker = invoker
 
     async def _read(self) -> Frame | None:
         return await read_frame(
@@ -188,30 +181,13 @@ class WorkerConnection(Connection):
     def _call(self, frame: Frame | RawFrame) -> Coroutine[Any, Any, None] | None:
         return self._answer(frame) if isinstance(frame, Call) else None
 
-    def _drain_invoker(self) -> None:
-        self._invoker.drain()
-
     async def _answer(self, call: Call) -> None:
         await self._send_result(call.id, await self._invoker.invoke(call.envelopes))
 
 
-class ForwardingConnection(Connection):
+class ForwardingConnection(Connection[ForwardedInvoker]):
     """The runtime's connection to the sidecar: calls are read and forwarded to the workers
     as msgpack, never decoded here, and their outcomes sent back as the worker wrote them."""
-
-    def __init__(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        invoker: ForwardedInvoker,
-        info: ActorConfig,
-        capacity: int,
-        bounds: FrameBounds,
-        *,
-        frame_timeout_s: float = FRAME_TIMEOUT_S,
-    ) -> None:
-        super().__init__(reader, writer, info, capacity, bounds, frame_timeout_s=frame_timeout_s)
-        self._invoker = invoker
 
     async def _read(self) -> RawFrame | None:
         return await read_raw_frame(
@@ -220,9 +196,6 @@ class ForwardingConnection(Connection):
 
     def _call(self, frame: Frame | RawFrame) -> Coroutine[Any, Any, None] | None:
         return self._forward(frame) if isinstance(frame, RawCall) else None
-
-    def _drain_invoker(self) -> None:
-        self._invoker.drain()
 
     async def _forward(self, call: RawCall) -> None:
         outcomes = await self._invoker.invoke_raw(call.envelopes)

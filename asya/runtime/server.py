@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Final
 
 from asya.actor import ActorConfig
-from asya.runtime.connection import Connection, ForwardedInvoker, ForwardingConnection
+from asya.runtime.connection import ForwardedInvoker, ForwardingConnection
 from asya.runtime.frames import FRAME_TIMEOUT_S, FrameBounds
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class RuntimeServer:
         self._max_connections = max_connections
         self._frame_timeout_s = frame_timeout_s
         self._server: asyncio.Server | None = None
-        self._connections: set[Connection] = set()
+        self._connections: set[ForwardingConnection] = set()
         self._serving: set[asyncio.Task[None]] = set()
         self.state = ServerState.STARTING
 

@@ -216,8 +216,9 @@ class ProcessInvoker:
                 return None
             return [encode_outcome(_crashed("the worker's connection broke"))] * count
         finally:
-            worker.pending.pop(call_id, None)
-            self._mark_started(worker)
+            # Answered calls were taken off by the listener, which timed the next one already.
+            if worker.pending.pop(call_id, None) is not None:
+                self._mark_started(worker)
             async with self._changed:
                 worker.busy -= 1
                 self._changed.notify_all()
