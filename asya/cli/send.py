@@ -144,7 +144,7 @@ async def _in_memory(
     transport = MemoryTransport()
     clock, rng = SystemClock(), random.Random()
     stats = RunStats(_ignore)
-    options = MeshOptions(limits=limits(args, settings))
+    options = MeshOptions(limits=limits(args, settings), depth=settings.process.pipeline_depth)
     async with Mesh(
         specs,
         transport=transport,
