@@ -53,7 +53,6 @@ import datetime
 import importlib
 import importlib.util
 import json
-import math
 import os
 import platform
 import pty
@@ -77,8 +76,8 @@ TARGET_SHARE: Final = 0.9
 TARGET_BUSY_PERCENT: Final = 85.0
 """The GPU's busy share while asya runs at batch 32."""
 SAMPLE_INTERVAL_MS: Final = 100
-STEADY_FROM, STEADY_TO = 0.1, 0.9
-"""The percentiles of completion times between which asya's throughput is read."""
+MIN_COMPLETIONS: Final = 10
+"""Fewer finished envelopes than this give no steady rate."""
 EXIT_OK, EXIT_FAILED, EXIT_CANNOT_RUN = 0, 1, 2
 
 
@@ -277,30 +276,6 @@ class _NoSampler(BusySampler):
 
 
 @dataclass(frozen=True)
-class Window:
-    start_s: float
-    end_s: float
-    items: int
-
-    @property
-    def items_per_s(self) -> float:
-        return self.items / (self.end_s - self.start_s)
-
-
-def steady_window(completions_s: Sequence[float]) -> Window | None:
-    """From the 10th to the 90th percentile of the completion times; None if too few, or all
-    at one instant."""
-    ordered = sorted(completions_s)
-    if len(ordered) < 10:
-        return None
-    first = math.floor(STEADY_FROM * (len(ordered) - 1))
-    last = math.ceil(STEADY_TO * (len(ordered) - 1))
-    if ordered[last] <= ordered[first]:
-        return None
-    return Window(ordered[first], ordered[last], last - first)
-
-
-@dataclass(frozen=True)
 class Run:
     """What every run of one check shares: the model, the items, the device and the sampler."""
 
@@ -369,14 +344,19 @@ def measure_asya(run: Run, batch: int) -> dict[str, Any]:
     if done.returncode not in (0, 1):  # 1: an envelope failed, counted below
         raise subprocess.CalledProcessError(done.returncode, command)
     completions_s, failed = _completions(finals)
-    window = steady_window(completions_s)
+    from bench.steady import steady_window
+
+    window = None
+    if len(completions_s) >= MIN_COMPLETIONS:
+        with contextlib.suppress(ValueError):  # all at one instant: no rate
+            window = steady_window(completions_s)
     figures: dict[str, Any] = {
         "items": run.items,
         "succeeded": len(completions_s),
         "failed": failed,
         "elapsed_s": elapsed_s,
         "first_result_s": min(completions_s) - started_s if completions_s else None,
-        "items_per_s": window.items_per_s if window else None,
+        "items_per_s": window.per_s if window else None,
         "window_s": None,
         "window_items": None,
         "gpu_busy_percent": None,
@@ -385,7 +365,7 @@ def measure_asya(run: Run, batch: int) -> dict[str, Any]:
     if window is not None:
         busy, samples = sampler.mean_between(window.start_s, window.end_s)
         figures.update(
-            window_s=window.end_s - window.start_s,
+            window_s=window.seconds,
             window_items=window.items,
             gpu_busy_percent=busy,
             gpu_busy_samples=samples,
@@ -436,6 +416,8 @@ class BatchResult:
 
 
 def format_table(results: Sequence[BatchResult], *, judged: bool) -> str:
+    from asya.local.report import aligned  # importable once `bootstrap` has run
+
     header = (
         "batch",
         "plain items/s",
@@ -460,16 +442,7 @@ def format_table(results: Sequence[BatchResult], *, judged: bool) -> str:
                 _number(result.asya.get("first_result_s"), "{:.1f} s"),
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = [
-        "  ".join(
-            cell.ljust(w) if i == 0 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        )
-        for row in rows
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return "\n".join(aligned(rows))
 
 
 def _number(value: float | None, form: str = "{:,.0f}") -> str:
@@ -491,6 +464,8 @@ def build_report(
     *,
     judged: bool,
 ) -> dict[str, Any]:
+    from bench.steady import STEADY_HIGH, STEADY_LOW
+
     plain = next((r.plain for r in results if r.plain), {})
     verdicts = [t["met"] for r in results for t in r.targets(judged=judged).values()]
     return {
@@ -506,7 +481,7 @@ def build_report(
             "items": run.items,
             "batch_sizes": list(args.batch_sizes),
             "batch_wait_ms": run.wait_ms,
-            "steady_window_percentiles": [STEADY_FROM, STEADY_TO],
+            "steady_window_percentiles": [STEADY_LOW, STEADY_HIGH],
             "gpu_busy_sample_ms": SAMPLE_INTERVAL_MS,
             "asya_environment": {k: v for k, v in os.environ.items() if k.startswith("ASYA_")},
         },

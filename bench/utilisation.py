@@ -40,7 +40,7 @@ import math
 import random
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -60,13 +60,12 @@ from bench.apps import device_hop
 from bench.contenders.asya import Actor, AsyaPods
 from bench.contenders.base import PYTHON, Setup
 from bench.measure import ContenderFailedError
+from bench.steady import STEADY_HIGH, STEADY_LOW, steady_window
 from bench.traffic import Publisher, Sink, payload
 
 PATHS: Final = ("local", "pods")
 DEVICE_MODULE: Final = "bench.apps.device_hop"
 PIPELINE_DEPTH_VARIABLE: Final = "ASYA_PIPELINE_DEPTH"
-STEADY_LOW: Final = 0.10
-STEADY_HIGH: Final = 0.90
 STANDALONE_S: Final = 1.0
 """How long the handler is called in a plain loop for its standalone rate."""
 MIN_BATCHES: Final = 10
@@ -124,41 +123,6 @@ def cases(plan: UtilisationPlan) -> list[Case]:
     if "pods" in plan.paths:
         found.append(Case("pods", "device-batch", device_hop.BATCH, plan.pods_device_ms))
     return found
-
-
-@dataclass(frozen=True)
-class SteadyWindow:
-    """Completions between two percentiles of the completion times, and the time between."""
-
-    items: int
-    """Completions after the window's first one, up to and including its last."""
-    seconds: float
-
-    @property
-    def per_s(self) -> float:
-        return self.items / self.seconds
-
-
-def steady_window(
-    completions: Sequence[float], low: float = STEADY_LOW, high: float = STEADY_HIGH
-) -> SteadyWindow:
-    """The window from the `low` to the `high` quantile of `completions` (times in seconds, in
-    any order), each the completion at that fraction of the way through, by rank.
-
-    Raises:
-        ValueError: fewer than two completions, or none later than the window's first.
-    """
-    ordered = sorted(completions)
-    if len(ordered) < 2:
-        raise ValueError(f"{len(ordered)} completion(s): a rate needs at least 2")
-    first = round(low * (len(ordered) - 1))
-    last = round(high * (len(ordered) - 1))
-    seconds = ordered[last] - ordered[first]
-    if last <= first or seconds <= 0:
-        raise ValueError(
-            f"completions {first} to {last} of {len(ordered)} span {seconds:g} s: no rate"
-        )
-    return SteadyWindow(items=last - first, seconds=seconds)
 
 
 def standalone_per_s(calls: int, batch: int, elapsed_s: float) -> float:

@@ -112,6 +112,21 @@ class RunStats:
         return self.succeeded + self.failed
 
 
+def aligned(rows: Sequence[Sequence[str]]) -> list[str]:
+    """`rows` (the first a header) as lines of aligned columns: the first to the left, the
+    others to the right, a rule under the header."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
 def format_summary(stats: RunStats, actor_order: Sequence[str], elapsed_s: float) -> str:
     """The per-actor table and the totals line."""
     header = ("actor", "processed", "retried", "failed", "p50 ms", "p95 ms", "peak workers")
@@ -129,15 +144,7 @@ def format_summary(stats: RunStats, actor_order: Sequence[str], elapsed_s: float
                 str(s.peak_workers),
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = [
-        "  ".join(
-            cell.ljust(w) if i == 0 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        )
-        for row in rows
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines = aligned(rows)
     reasons = ", ".join(f"{r} {n}" for r, n in sorted(stats.failed_by_reason.items()))
     total = (
         f"final envelopes: {stats.finished} ({stats.succeeded} succeeded, {stats.failed} failed"

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from bench.steady import steady_window
 from bench.utilisation import (
     UtilisationPlan,
     cases,
     items_for,
     share,
     standalone_per_s,
-    steady_window,
 )
 
 
