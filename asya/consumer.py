@@ -1,28 +1,26 @@
 """The actor chain: decode → check → invoke → route → publish (confirmed) → settle.
 
-One `Consumer` is one replica of one actor. It reads messages through a `MessageLoop`, asks
-`asya.routing` what to do with each, and carries the decisions out: every output is published
-and confirmed before the loop is told to ack the input, so a crash at any point means
-redelivery, never loss. Anything that is not a valid envelope, or cannot be published as one,
-still ends in `error-end` with its reason. A message whose outputs the broker would not take
-is given back (`Settle.REQUEUE`): that is the broker's failure, not the envelope's. The
-handler is behind an `Invoker`: the local runner calls user code in-process, the sidecar
-calls the runtime over its socket; the chain is the same. With `tracing` (`asya.telemetry`)
-each decoded envelope gets a span from arrival to settle; without it, one branch per step.
-With `metrics` (`asya.metrics`) each finished envelope is counted by outcome and reason, with
-its processing time and queue wait, and each publish is a pending confirm until it returns.
+One `Consumer` is one replica of one actor: the two-phase handler of a `MessageLoop` that its
+owner (the sidecar, the local runner's mesh) builds with `MessageLoop.for_actor`. Its `call`
+decodes and checks a batch and calls the handler through an `Invoker` (the local runner calls
+user code in-process, the sidecar calls the runtime over its socket; the chain is the same),
+asking `asya.routing` what to do with each outcome; the `Finish` it returns carries the
+decisions out: every output is published and confirmed before the loop is told to ack the
+input, so a crash at any point means redelivery, never loss. Anything that is not a valid
+envelope, or cannot be published as one, still ends in `error-end` with its reason. A message
+whose outputs the broker would not take is given back (`Settle.REQUEUE`): that is the broker's
+failure, not the envelope's. Tracing, metrics and step observers hear of each envelope through
+one `asya.hooks.Hooks` (no-op by default).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import enum
 import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import msgspec
 
@@ -39,8 +37,8 @@ from asya.envelope import (
 )
 from asya.errors import EnvelopeError, PayloadTooLargeError, TransportError, UnknownActorError
 from asya.handler import Invoker
-from asya.message_loop import Finish, MessageLoop, Settle
-from asya.metrics import EnvelopeOutcome, Metrics
+from asya.hooks import NO_HOOKS, NO_TRACE, Hooks, StepResult, Trace
+from asya.message_loop import Finish, Settle
 from asya.outcome import NotStarted, Outcome, Success
 from asya.retry import next_delay_ms
 from asya.routing import (
@@ -54,29 +52,9 @@ from asya.routing import (
     plan_success,
     plan_unknown_actor,
 )
-from asya.telemetry import ActorSpan, Tracing, queue_wait_ms
 from asya.transport.base import Message, Transport
 
 log = logging.getLogger(__name__)
-
-
-class StepResult(enum.StrEnum):
-    """What became of one input envelope at one actor."""
-
-    SUCCEEDED = "succeeded"
-    RETRIED = "retried"
-    FAILED = "failed"
-
-
-class Observer(Protocol):
-    """Told about every envelope an actor finishes with (stats, metrics, completion).
-
-    `outputs` is how many envelopes the step sent on (children, a retry, an error-end record):
-    a run is over when everything fed in, plus every output beyond one per step, has reached
-    an end actor.
-    """
-
-    def on_step(self, actor: str, result: StepResult, duration_s: float, outputs: int) -> None: ...
 
 
 @dataclass
@@ -85,7 +63,7 @@ class _Plan:
     deliveries: list[Delivery]
     source: Envelope | None = None
     result: StepResult = StepResult.SUCCEEDED
-    span: ActorSpan | None = None
+    trace: Trace = NO_TRACE
     reason: str = ""
     """Why it failed (or is retried): the `reason` label of its metrics."""
     unstarted: bool = False
@@ -104,45 +82,25 @@ class Consumer:
         limits: Limits,
         clock: Clock,
         rng: random.Random,
-        observer: Observer,
-        tracing: Tracing | None = None,
-        metrics: Metrics | None = None,
-        depth: int = 0,
+        hooks: Hooks = NO_HOOKS,
     ) -> None:
-        """`tracing`: a span per envelope (`asya.telemetry.installed()` at the entry points);
-        None = no tracing at all. `metrics`: where the chain counts what it does; None = not
-        counted (the observer still hears of every step). `depth`: calls queued behind each
-        running one (`ASYA_PIPELINE_DEPTH`; see `asya.message_loop`)."""
+        """`hooks`: what hears of each envelope (`asya.hooks.combined` of tracing, metrics and
+        step observers)."""
         self.config = config
         self._transport = transport
         self._invoker = invoker
         self._limits = limits
         self._clock = clock
         self._rng = rng
-        self._observer = observer
-        self._tracing = tracing
-        self._metrics = metrics
-        self.loop = MessageLoop(
-            transport,
-            config.name,
-            self,
-            concurrency=config.concurrency,
-            depth=depth,
-            batch=config.batch,
-            batch_wait_ms=config.batch_wait_ms,
-            metrics=metrics,
-        )
-
-    async def start(self) -> None:
-        await self.loop.start()
-
-    async def stop(self, grace_s: float) -> None:
-        await self.loop.stop(grace_s)
-        await self._invoker.aclose()
+        self._hooks = hooks
 
     def drain(self) -> None:
         """Calls queued at the invoker and not started come back as `Settle.REQUEUE`."""
         self._invoker.drain()
+
+    async def aclose(self) -> None:
+        """Close the invoker (its loop has stopped: no call is in flight)."""
+        await self._invoker.aclose()
 
     async def call(self, messages: Sequence[Message]) -> Finish:
         """Decode, check and call the handler on a batch of messages (one, unless the actor
@@ -182,27 +140,24 @@ class Consumer:
         return [s for s in settled if isinstance(s, Settle)]
 
     def _interrupted(self, plans: Sequence[_Plan]) -> None:
-        if self._tracing is not None:
-            for plan in plans:  # already ended, unless the batch failed (handled again)
-                if plan.span is not None:
-                    plan.span.end("interrupted")
+        for plan in plans:  # already ended, unless the batch failed (handled again)
+            plan.trace.end("interrupted")
 
     async def _deliver(self, plan: _Plan, started: float) -> Settle:
-        """Publish a plan's outputs (traced, when its envelope has a span) and say how to
+        """Publish a plan's outputs (stamped with its trace, when it is traced) and say how to
         settle its message."""
-        span = plan.span
+        trace = plan.trace
         if plan.unstarted:
-            if span is not None:
-                span.end("requeued")
+            trace.end("requeued")
             return Settle.REQUEUE
-        if span is None:
-            return await self._publish_plan(plan, started)
-        now = self._clock.now()
-        plan.deliveries = [
-            dataclasses.replace(d, envelope=span.stamped(d.envelope, now)) for d in plan.deliveries
-        ]
+        if trace.is_recording:
+            now = self._clock.now()
+            plan.deliveries = [
+                dataclasses.replace(d, envelope=trace.stamped(d.envelope, now))
+                for d in plan.deliveries
+            ]
         settle = await self._publish_plan(plan, started)
-        span.end(plan.result.value if settle is Settle.ACK else "requeued")
+        trace.end(plan.result.value if settle is Settle.ACK else "requeued")
         return settle
 
     async def _publish_plan(self, plan: _Plan, started: float) -> Settle:
@@ -240,13 +195,12 @@ class Consumer:
             if isinstance(result, BaseException):
                 raise result
         duration = self._clock.monotonic() - started
-        if self._metrics is not None:
-            outcome = EnvelopeOutcome(plan.result.value)
-            self._metrics.stepped(self.config.name, outcome, plan.reason, duration)
         try:
-            self._observer.on_step(self.config.name, plan.result, duration, len(plan.deliveries))
-        except Exception:  # an observer (stats, step events) must not undo a confirmed step
-            log.exception("step observer failed", extra={"actor": self.config.name})
+            self._hooks.stepped(
+                self.config.name, plan.result, plan.reason, duration, len(plan.deliveries)
+            )
+        except Exception:  # a hook (stats, step events) must not undo a confirmed step
+            log.exception("step hook failed", extra={"actor": self.config.name})
         return Settle.ACK
 
     def _admit(self, message: Message) -> _Plan:
@@ -268,24 +222,15 @@ class Consumer:
                 now=now,
             )
             return _Plan(message, [delivery], result=StepResult.FAILED, reason=reason.value)
-        if self._metrics is not None:
-            waited_ms = queue_wait_ms(envelope, now)
-            if waited_ms is not None:
-                self._metrics.queue_waited(self.config.name, waited_ms / 1000)
-        span = (
-            None if self._tracing is None else self._tracing.start(envelope, self.config.name, now)
-        )
+        trace = self._hooks.arrived(self.config.name, envelope, now)
         rejection = check_arrival(envelope, self.config.name, now, self._limits)
         if rejection is not None:
-            if span is not None:
-                span.rejected(rejection.reason.value)
+            trace.rejected(rejection.reason.value)
             delivery = plan_rejection(envelope, rejection, now)
             return _Plan(
-                message, [delivery], envelope, StepResult.FAILED, span, rejection.reason.value
+                message, [delivery], envelope, StepResult.FAILED, trace, rejection.reason.value
             )
-        if span is not None:
-            envelope = span.carried_by(envelope)
-        return _Plan(message, [], envelope, span=span)
+        return _Plan(message, [], trace.carried_by(envelope), trace=trace)
 
     def _route(self, plan: _Plan, outcome: Outcome) -> None:
         envelope = plan.source
@@ -301,13 +246,11 @@ class Consumer:
                     plan.result = StepResult.FAILED
                     reason = delivery.envelope.status.reason
                     plan.reason = "" if reason is None else reason.value
-            if plan.span is not None:
-                plan.span.called(envelope, outcome, None)
+            plan.trace.called(envelope, outcome, None)
             return
         policy = self.config.retry
         delay = next_delay_ms(policy, outcome, envelope.status.attempt, self._rng)
-        if plan.span is not None:
-            plan.span.called(envelope, outcome, delay)
+        plan.trace.called(envelope, outcome, delay)
         plan.deliveries = [
             plan_failure(
                 envelope, outcome, delay_ms=delay, max_attempts=policy.max_attempts, now=now
@@ -318,15 +261,11 @@ class Consumer:
 
     async def _publish(self, delivery: Delivery, source: Envelope | None) -> None:
         """Publish one delivery; one that cannot go where planned goes to `error-end`."""
-        metrics = self._metrics
-        if metrics is None:
-            await self._publish_confirmed(delivery, source)
-            return
-        metrics.confirms_pending(self.config.name, 1)
+        self._hooks.publishing(self.config.name, 1)
         try:
             await self._publish_confirmed(delivery, source)
         finally:
-            metrics.confirms_pending(self.config.name, -1)
+            self._hooks.publishing(self.config.name, -1)
 
     async def _publish_confirmed(self, delivery: Delivery, source: Envelope | None) -> None:
         try:

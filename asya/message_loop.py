@@ -11,9 +11,10 @@ it returns a `Settle` per message — `ACK` once everything the message produced
 raises is a bug in asya, not in the message; so that one bad message cannot take its
 batch-mates down with it, a failed batch is handled again one message at a time, and only a
 message that fails alone is requeued (on a quorum queue its delivery limit then sends it to
-`error-end` as `DeliveryLimitExceeded`). Used by `asya.consumer` (actors) and `asya.crew`
-(end actors).
-With `metrics`, it counts what only it sees: messages held (in flight), redeliveries, requeues.
+`error-end` as `DeliveryLimitExceeded`). An actor's loop is built by whoever runs the actor
+(the sidecar, the local runner's mesh: `MessageLoop.for_actor`) around its `asya.consumer`;
+the end actors (`asya.crew`) build their own. Its `hooks` (`asya.hooks`) hear what only it
+sees: messages held (in flight), redeliveries, requeues.
 
 Pipelined: a handler works in two phases, the call (user code) and the finish (routing,
 publishing, confirms). With `depth` d > 0 a slot is held only for the call, and each of the
@@ -36,7 +37,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from asya.metrics import Metrics
+from asya.actor import ActorConfig
+from asya.hooks import NO_HOOKS, Hooks
 from asya.transport.base import Message, Subscription, Transport
 
 log = logging.getLogger(__name__)
@@ -107,7 +109,7 @@ class MessageLoop:
         depth: int = 0,
         batch: int | None = None,
         batch_wait_ms: int = 0,
-        metrics: Metrics | None = None,
+        hooks: Hooks = NO_HOOKS,
     ) -> None:
         """`handler`: wrap a plain `BatchHandler` in `OnePhase` (it holds its slot for all its
         work). `depth`: calls queued behind each slot (see the module docstring)."""
@@ -122,9 +124,32 @@ class MessageLoop:
         self._inflight: set[asyncio.Task[None]] = set()
         self._subscription: Subscription | None = None
         self._puller: asyncio.Task[None] | None = None
-        self._metrics = metrics
+        self._hooks = hooks
         self._pausing = asyncio.Lock()  # pause and resume each await: never interleaved
         self.state = LoopState.STARTING
+
+    @classmethod
+    def for_actor(
+        cls,
+        transport: Transport,
+        config: ActorConfig,
+        handler: StepHandler,
+        *,
+        depth: int,
+        hooks: Hooks = NO_HOOKS,
+    ) -> MessageLoop:
+        """The loop of one replica of the actor `config` describes (its concurrency and
+        batching), with `depth` calls queued behind each slot (`ASYA_PIPELINE_DEPTH`)."""
+        return cls(
+            transport,
+            config.name,
+            handler,
+            concurrency=config.concurrency,
+            depth=depth,
+            batch=config.batch,
+            batch_wait_ms=config.batch_wait_ms,
+            hooks=hooks,
+        )
 
     async def start(self) -> None:
         """Subscribe and start pulling in the background."""
@@ -219,15 +244,13 @@ class MessageLoop:
         return messages
 
     async def _run(self, messages: Sequence[Message]) -> None:
-        if self._metrics is not None:
-            redelivered = sum(1 for m in messages if m.redelivered)
-            self._metrics.taken(self._actor, len(messages), redelivered=redelivered)
+        redelivered = sum(1 for m in messages if m.redelivered)
+        self._hooks.taken(self._actor, len(messages), redelivered=redelivered)
         slot = _Slot(self._slots)
         try:
             await self._process(messages, slot)
         finally:
-            if self._metrics is not None:
-                self._metrics.released(self._actor, len(messages))
+            self._hooks.released(self._actor, len(messages))
             slot.release()
             task = asyncio.current_task()
             if task is not None:
@@ -259,8 +282,7 @@ class MessageLoop:
             if settle is Settle.ACK:
                 await self._transport.ack(message)
             else:
-                if self._metrics is not None:
-                    self._metrics.requeued(self._actor)
+                self._hooks.requeued(self._actor)
                 await self._transport.requeue(message)
         except Exception:  # the broker redelivers what it did not see settled: nothing is lost
             log.exception("settling failed", extra={"actor": self._actor, "settle": settle.value})

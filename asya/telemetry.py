@@ -10,10 +10,10 @@ trace per call, the tree of spans following the tree of envelopes); a retry's ne
 child of the attempt that failed.
 
 Off unless an entry point (sidecar, `asya dev`) calls `start_tracing` with an exporter named by
-`OTEL_TRACES_EXPORTER`: until then `installed()` is None, OpenTelemetry is never imported and a
-consumer pays one `is None` branch per envelope. Nothing here may fail or lose an envelope: every
-span operation swallows its own errors (logged once), and a hostile `traceparent` just starts a
-new trace. The consumer (`asya.consumer`) is the only caller on the hot path.
+`OTEL_TRACES_EXPORTER`: until then `installed()` is None, OpenTelemetry is never imported and
+the chain traces nothing (`asya.hooks.TracingHooks` is the only caller on the hot path). Nothing
+here may fail or lose an envelope: every span operation swallows its own errors (logged once),
+and a hostile `traceparent` just starts a new trace.
 """
 
 from __future__ import annotations
@@ -98,6 +98,11 @@ class ActorSpan:
         self._span = span
         self._context_headers = context_headers
         self._ended = False
+
+    @property
+    def is_recording(self) -> bool:
+        """Always: an ActorSpan exists only while tracing is on."""
+        return True
 
     @_never_raises(_envelope_unchanged)
     def carried_by(self, envelope: Envelope) -> Envelope:

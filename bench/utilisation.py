@@ -257,7 +257,7 @@ async def _run_local(
     mesh = Mesh(
         [spec],
         transport=transport,
-        observer=stats,
+        hooks=stats,
         sink=stats,
         clock=SystemClock(),
         rng=random.Random(),

@@ -7,7 +7,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from asya.actor import ActorConfig
+from asya.consumer import Consumer
 from asya.envelope import Envelope, Route, Status
+from asya.hooks import NO_HOOKS, Hooks
+from asya.message_loop import MessageLoop
+from asya.transport.base import Transport
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -128,3 +133,29 @@ def workload(
     if namespace is not None:
         spec["namespace"] = namespace
     return spec
+
+
+class Replica:
+    """One replica of an actor as the sidecar and the mesh run it: a `Consumer` (built from
+    `**consumer` and `hooks`) and the `MessageLoop` that feeds it, with `depth`."""
+
+    def __init__(
+        self,
+        config: ActorConfig,
+        *,
+        transport: Transport,
+        depth: int = 0,
+        hooks: Hooks = NO_HOOKS,
+        **consumer: Any,
+    ) -> None:
+        self.consumer = Consumer(config, transport=transport, hooks=hooks, **consumer)
+        self.loop = MessageLoop.for_actor(
+            transport, config, self.consumer, depth=depth, hooks=hooks
+        )
+
+    async def start(self) -> None:
+        await self.loop.start()
+
+    async def stop(self, grace_s: float) -> None:
+        await self.loop.stop(grace_s)
+        await self.consumer.aclose()

@@ -253,7 +253,7 @@ def _isolated(
             transport=transport,
             broker_url=url,
             namespace=namespace,
-            observer=stats,
+            hooks=stats,
             sink=stats,
             workdir=workdir,
             env=dict(os.environ),

@@ -148,7 +148,7 @@ async def _in_memory(
     async with Mesh(
         specs,
         transport=transport,
-        observer=stats,
+        hooks=stats,
         sink=stats,
         clock=clock,
         rng=rng,

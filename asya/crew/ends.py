@@ -40,6 +40,7 @@ from asya.envelope import (
     new_envelope_id,
 )
 from asya.errors import EnvelopeError, TransportError, UnknownActorError
+from asya.hooks import combined
 from asya.message_loop import MessageLoop, OnePhase, Settle
 from asya.metrics import Metrics
 from asya.routing import ERROR_END, HAPPY_END, Rejection, plan_malformed, plan_rejection
@@ -114,7 +115,11 @@ class EndActor:
         self._rng = rng
         self._metrics = metrics
         self.loop = MessageLoop(
-            transport, name, OnePhase(self.handle), concurrency=concurrency, metrics=metrics
+            transport,
+            name,
+            OnePhase(self.handle),
+            concurrency=concurrency,
+            hooks=combined(metrics=metrics),
         )
 
     async def start(self) -> None:
@@ -123,8 +128,16 @@ class EndActor:
         Raises:
             SettingsError: the broker cannot keep the records (see `RecordStore.declare`).
         """
-        await self._records.declare(self._kind)
+        await self.declare()
         await self.loop.start()
+
+    async def declare(self) -> None:
+        """Declare this end's log of records (`start` does, before consuming).
+
+        Raises:
+            SettingsError: the broker cannot keep the records (see `RecordStore.declare`).
+        """
+        await self._records.declare(self._kind)
 
     async def stop(self, grace_s: float) -> None:
         await self.loop.stop(grace_s)

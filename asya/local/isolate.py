@@ -32,12 +32,12 @@ from pathlib import Path
 
 from asya.actor import ActorSpec
 from asya.clock import Clock
-from asya.consumer import StepResult
 from asya.crew.ends import EndActor, Sink
 from asya.errors import ActorDefinitionError
+from asya.hooks import StepResult
 from asya.local.discovery import App
 from asya.local.gpus import Assignment, GpuAssigner, machine_gpus
-from asya.local.mesh import MeshOptions, WorkerObserver, wait_unless_fatal
+from asya.local.mesh import MeshHooks, MeshOptions, wait_unless_fatal
 from asya.local.scaler import Scaler
 from asya.routing import ERROR_END, HAPPY_END
 from asya.runtime.workers import user_environment
@@ -75,7 +75,7 @@ class IsolatedMesh:
         transport: Transport,
         broker_url: str,
         namespace: str,
-        observer: WorkerObserver,
+        hooks: MeshHooks,
         sink: Sink,
         workdir: Path,
         env: Mapping[str, str],
@@ -90,7 +90,7 @@ class IsolatedMesh:
         self._env = env
         self._gpus = gpus
         self._transport = transport
-        self._observer = observer
+        self._hooks = hooks
         self._workdir = workdir
         self._clock = clock
         self._options = options or MeshOptions()
@@ -118,7 +118,7 @@ class IsolatedMesh:
             app.specs,
             transport=transport,
             clock=clock,
-            observer=observer,
+            observer=hooks,
             poll_interval_s=self._options.poll_interval_s,
             start=self._start_pair,
             retire=self._retire,
@@ -236,8 +236,12 @@ class IsolatedMesh:
     def _on_line(self, line: bytes) -> None:
         try:
             event = json.loads(line)
-            self._observer.on_step(
-                event["actor"], StepResult(event["result"]), event["duration_s"], event["outputs"]
+            self._hooks.stepped(
+                event["actor"],
+                StepResult(event["result"]),
+                event.get("reason", ""),
+                event["duration_s"],
+                event["outputs"],
             )
         except (ValueError, KeyError, TypeError):
             # Not a step event: the sidecar's stdout is no place for the run's finals.

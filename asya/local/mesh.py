@@ -24,15 +24,15 @@ import os
 import random
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from asya import telemetry
 from asya.actor import ActorSpec
 from asya.clock import Clock
-from asya.consumer import Consumer, Observer
+from asya.consumer import Consumer
 from asya.crew.ends import EndActor, Sink
 from asya.envelope import Limits
 from asya.handler import LocalInvoker
+from asya.hooks import Hooks, combined
 from asya.local.gpus import (
     Assignment,
     GpuMode,
@@ -42,6 +42,7 @@ from asya.local.gpus import (
     worker_processes,
 )
 from asya.local.scaler import Scaler
+from asya.message_loop import MessageLoop
 from asya.metrics import Metrics
 from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.base import Transport
@@ -62,8 +63,11 @@ async def wait_unless_fatal(condition: Awaitable[None], fatal: asyncio.Future[No
         fatal.result()
 
 
-class WorkerObserver(Observer, Protocol):
-    def on_workers(self, actor: str, workers: int) -> None: ...
+class MeshHooks(Hooks):
+    """The chain's hooks (`asya.hooks`), told also how many workers each actor has."""
+
+    def on_workers(self, actor: str, workers: int) -> None:
+        """`actor` has `workers` workers now (the scaler started or retired one)."""
 
 
 class SyncHost(enum.Enum):
@@ -94,6 +98,7 @@ class MeshOptions:
 
 @dataclass(eq=False)
 class _Worker:
+    loop: MessageLoop
     consumer: Consumer
     assignment: Assignment | None = None
     """The GPUs it holds (a GPU actor's worker), given back once it has stopped."""
@@ -107,7 +112,7 @@ class Mesh:
         specs: Sequence[ActorSpec],
         *,
         transport: Transport,
-        observer: WorkerObserver,
+        hooks: MeshHooks,
         sink: Sink,
         clock: Clock,
         rng: random.Random,
@@ -120,10 +125,10 @@ class Mesh:
         `error-end`); their queues are declared all the same, for the actors to publish to.
         `gpus`: how GPU actors get devices and processes; default: this machine's GPUs, read at
         the start (`options.gpu_mode` says whether at all). `metrics`: what the workers and end
-        actors count on (None: the observer alone hears of each step)."""
+        actors count on (None: `hooks` alone hear of each step)."""
         self.specs = tuple(specs)
         self._transport = transport
-        self._observer = observer
+        self._hooks = hooks
         self._clock = clock
         self._rng = rng
         self._options = options or MeshOptions()
@@ -136,7 +141,7 @@ class Mesh:
             self.specs,
             transport=transport,
             clock=clock,
-            observer=observer,
+            observer=hooks,
             poll_interval_s=self._options.poll_interval_s,
             start=self._start_worker,
             retire=self._retire,
@@ -195,7 +200,8 @@ class Mesh:
 
     async def _stop(self, worker: _Worker) -> None:
         try:
-            await worker.consumer.stop(self._options.grace_s)
+            await worker.loop.stop(self._options.grace_s)
+            await worker.consumer.aclose()
         finally:
             # Only now: its processes have exited, so the devices are in no one's hands.
             if worker.assignment is not None and self._gpus is not None:
@@ -226,6 +232,7 @@ class Mesh:
             if assignment is not None and self._gpus is not None:
                 self._gpus.assigner.release(assignment)
             raise
+        hooks = combined(self._hooks, tracing=telemetry.installed(), metrics=self._metrics)
         consumer = Consumer(
             spec.config,
             transport=self._transport,
@@ -233,10 +240,10 @@ class Mesh:
             limits=self._options.limits,
             clock=self._clock,
             rng=self._rng,
-            observer=self._observer,
-            tracing=telemetry.installed(),
-            metrics=self._metrics,
-            depth=self._options.depth,
+            hooks=hooks,
         )
-        await consumer.start()
-        return _Worker(consumer, assignment)
+        loop = MessageLoop.for_actor(
+            self._transport, spec.config, consumer, depth=self._options.depth, hooks=hooks
+        )
+        await loop.start()
+        return _Worker(loop, consumer, assignment)

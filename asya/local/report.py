@@ -1,11 +1,12 @@
 """What a local run did: per-actor statistics, final envelopes, and the summary table.
 
-`RunStats` is the consumers' Observer and the end actors' Sink at once: it counts each step
-per actor and each final envelope by outcome and reason, forwards final envelopes to the
-run's output (JSON lines), and knows when the run is over — on any transport, since it counts
-envelopes rather than asking the broker. Steps are counted on the sidecar's instruments
-(`asya.metrics`: `asya_envelopes_total`, `asya_processing_seconds`), and the table reads them
-back: its p50 and p95 are estimated from the histogram's buckets, as a dashboard's would be.
+`RunStats` is the consumers' hooks (`asya.local.mesh.MeshHooks`) and the end actors' Sink at
+once: it counts each step per actor and each final envelope by outcome and reason, forwards
+final envelopes to the run's output (JSON lines), and knows when the run is over — on any
+transport, since it counts envelopes rather than asking the broker. Steps are counted on the
+sidecar's instruments (`asya.metrics`: `asya_envelopes_total`, `asya_processing_seconds`), and
+the table reads them back: its p50 and p95 are estimated from the histogram's buckets, as a
+dashboard's would be.
 `format_summary` renders the table `asya dev` ends with.
 """
 
@@ -16,8 +17,9 @@ import collections
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from asya.consumer import StepResult
 from asya.envelope import Envelope, Phase
+from asya.hooks import StepResult
+from asya.local.mesh import MeshHooks
 from asya.metrics import EnvelopeOutcome, Metrics
 
 
@@ -36,7 +38,7 @@ class ActorStats:
 _STEP_OUTCOMES = (EnvelopeOutcome.SUCCEEDED, EnvelopeOutcome.RETRIED, EnvelopeOutcome.FAILED)
 
 
-class RunStats:
+class RunStats(MeshHooks):
     """Counts steps per actor and final envelopes; see the module docstring."""
 
     def __init__(self, emit: Callable[[Envelope], Awaitable[None]]) -> None:
@@ -65,11 +67,12 @@ class RunStats:
         """Wait until every envelope fed in, and every one made from them, is final."""
         await self._drained.wait()
 
-    def on_step(self, actor: str, result: StepResult, duration_s: float, outputs: int) -> None:
+    def stepped(
+        self, actor: str, result: StepResult, reason: str, duration_s: float, outputs: int
+    ) -> None:
         self._change_alive(outputs - 1)
         self._peak_workers.setdefault(actor, 0)
-        # No reason here (the observer is not told it): the summary counts outcomes only.
-        self.metrics.stepped(actor, EnvelopeOutcome(result.value), "", duration_s)
+        self.metrics.stepped(actor, EnvelopeOutcome(result.value), reason, duration_s)
 
     def on_workers(self, actor: str, workers: int) -> None:
         self._peak_workers[actor] = max(self._peak_workers.get(actor, 0), workers)

@@ -114,7 +114,7 @@ async def run_dev(
         return Mesh(
             app.specs,
             transport=used,
-            observer=stats,
+            hooks=stats,
             sink=stats,
             clock=clock,
             rng=rng,

@@ -27,13 +27,13 @@ import msgspec
 
 from asya.actor import ActorSpec
 from asya.clock import Clock
-from asya.consumer import StepResult
 from asya.crew.sinks import LogSink
 from asya.envelope import Envelope, Phase
 from asya.errors import TransportError
 from asya.gpu import read_inventory
+from asya.hooks import StepResult
 from asya.local.inputs import check_route
-from asya.local.mesh import Mesh, MeshOptions
+from asya.local.mesh import Mesh, MeshHooks, MeshOptions
 from asya.metrics import Metrics
 from asya.routing import ERROR_END, HAPPY_END
 from asya.status import ActorActivity, ServeStatus
@@ -79,15 +79,17 @@ class ActorCounts:
     failed: int = 0
 
 
-class ServeStats:
-    """The mesh's Observer and Sink: counts per actor and final envelopes by phase."""
+class ServeStats(MeshHooks):
+    """The mesh's hooks and Sink: counts per actor and final envelopes by phase."""
 
     def __init__(self, actors: Iterable[str]) -> None:
         self._log = LogSink()
         self.actors = {name: ActorCounts() for name in actors}
         self.finals: collections.Counter[Phase] = collections.Counter()
 
-    def on_step(self, actor: str, result: StepResult, duration_s: float, outputs: int) -> None:
+    def stepped(
+        self, actor: str, result: StepResult, reason: str, duration_s: float, outputs: int
+    ) -> None:
         counts = self.actors.setdefault(actor, ActorCounts())
         counts.processed += 1
         if result is StepResult.FAILED:
@@ -219,7 +221,7 @@ class Service:
         mesh = Mesh(
             self.specs,
             transport=transport,
-            observer=self.stats,
+            hooks=self.stats,
             sink=self.stats,
             clock=self._clock,
             rng=self._rng,

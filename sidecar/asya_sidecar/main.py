@@ -34,7 +34,8 @@ from asya.crew.sinks import LogSink
 from asya.errors import AsyaError, SettingsError
 from asya.gpu import read_inventory
 from asya.health import HealthServer
-from asya.message_loop import LoopState
+from asya.hooks import combined
+from asya.message_loop import LoopState, MessageLoop
 from asya.metrics import Metrics
 from asya.routing import END_ACTORS, ERROR_END, HAPPY_END
 from asya.settings import (
@@ -128,33 +129,33 @@ class _Parts:
     """What the probes and the runtime link's hooks look at, filled in as the sidecar starts."""
 
     def __init__(self) -> None:
-        self.role: Consumer | EndActor | None = None
+        self.loop: MessageLoop | None = None
         self.runtime: RuntimeLink | None = None
         self.transport: RabbitMQTransport | None = None
 
     def is_live(self) -> bool:
         if self.runtime is not None and self.runtime.failed:
             return False  # the link to the runtime broke for good: only a restart mends it
-        return self.role is None or self.role.loop.state is not LoopState.STOPPED
+        return self.loop is None or self.loop.state is not LoopState.STOPPED
 
     def is_ready(self) -> bool:
         # Not ready while publishing is impossible (the broker closed the publish channel, the
         # connection is down): consuming then would only send envelopes back to the queue.
         return (
-            self.role is not None
-            and self.role.loop.state is LoopState.RUNNING
+            self.loop is not None
+            and self.loop.state is LoopState.RUNNING
             and (self.runtime is None or self.runtime.is_available)
             and (self.transport is not None and self.transport.can_publish)
         )
 
     async def stop_consuming(self) -> None:
         """The runtime is down: let other replicas have the queue (messages held stay held)."""
-        if self.role is not None:
-            await self.role.loop.pause()
+        if self.loop is not None:
+            await self.loop.pause()
 
     async def resume_consuming(self) -> None:
-        if self.role is not None:
-            await self.role.loop.resume()
+        if self.loop is not None:
+            await self.loop.resume()
 
 
 async def _serve_actor(
@@ -183,18 +184,18 @@ async def _serve_actor(
             )
             metrics.watch_runtime(actor, parts.runtime.is_up)
         # Waits for the runtime as long as it takes (the pod's probes bound that), or for stop.
-        role = await _unless_stopped(
-            stop, _role(actor, settings, transport, parts.runtime, clock, rng, metrics)
+        loop = await _unless_stopped(
+            stop, _actor_loop(actor, settings, transport, parts.runtime, clock, rng, metrics)
         )
-        if role is None:
+        if loop is None:
             return
-        parts.role = role
-        await role.start()
+        parts.loop = loop
+        await loop.start()
         if parts.runtime is not None and parts.runtime.state is LinkState.DOWN:
             await parts.stop_consuming()  # it went down again before there was a loop to pause
         print(f"asya-sidecar: serving '{actor}'", file=sys.stderr, flush=True)
         await stop.wait()
-        await role.stop(settings.runtime.grace_s)
+        await loop.stop(settings.runtime.grace_s)
     finally:
         if parts.runtime is not None:
             await parts.runtime.aclose()
@@ -216,7 +217,7 @@ async def _unless_stopped(stop: asyncio.Event, work: Awaitable[T]) -> T | None:
     return working.result()
 
 
-async def _role(
+async def _actor_loop(
     actor: str,
     settings: Settings,
     transport: RabbitMQTransport,
@@ -224,33 +225,43 @@ async def _role(
     clock: Clock,
     rng: random.Random,
     metrics: Metrics,
-) -> Consumer | EndActor:
-    """An end actor, or the consumer chain for the actor the runtime says it serves.
+) -> MessageLoop:
+    """The loop of an end actor (its records declared), or of the consumer chain for the actor
+    the runtime says it serves; not started. The runtime link, its invoker, is the caller's to
+    close.
 
     Raises:
         AsyaError: the runtime serves another actor than this sidecar's.
+        SettingsError: an end actor's broker cannot keep its records.
     """
     if runtime is None:
-        return EndActor(
+        end = EndActor(
             actor, transport=transport, sink=LogSink(), clock=clock, rng=rng, metrics=metrics
         )
+        await end.declare()
+        return end.loop
     info = (await runtime.ping()).actor
     if info.name != actor:
         raise AsyaError(
             f"the runtime serves actor '{info.name}' but this sidecar is for '{actor}':"
             f" check {env_var('actor')} and {env_var('handler')}"
         )
-    return Consumer(
+    hooks = combined(
+        StepEvents(emit=settings.sidecar.step_events),
+        tracing=telemetry.installed(),
+        metrics=metrics,
+    )
+    consumer = Consumer(
         info,
         transport=transport,
         invoker=runtime,
         limits=settings.limits,
         clock=clock,
         rng=rng,
-        observer=StepEvents(emit=settings.sidecar.step_events),
-        tracing=telemetry.installed(),
-        metrics=metrics,
-        depth=settings.process.pipeline_depth,
+        hooks=hooks,
+    )
+    return MessageLoop.for_actor(
+        transport, info, consumer, depth=settings.process.pipeline_depth, hooks=hooks
     )
 
 

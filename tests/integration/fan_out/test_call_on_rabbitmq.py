@@ -31,7 +31,7 @@ async def test_a_call_through_in_process_consumers_returns_every_leaf_of_a_neste
     mesh = Mesh(
         load_app(str(TREE_APP)).specs,
         transport=transport,
-        observer=stats,
+        hooks=stats,
         sink=stats,
         clock=SystemClock(),
         rng=random.Random(),

@@ -15,7 +15,7 @@ from asya.client import Client
 from asya.clock import SystemClock
 from asya.gpu import Inventory
 from asya.local.gpus import GpuAssigner, GpuWorkers, process_invokers
-from asya.local.mesh import Mesh, MeshOptions
+from asya.local.mesh import Mesh, MeshHooks, MeshOptions
 from asya.transport.memory import MemoryTransport
 from tests.unit.gpu.nvml_double import gpu
 
@@ -34,13 +34,10 @@ PROBE = """
 """
 
 
-class Finals:
+class Finals(MeshHooks):
     def __init__(self, expected):
         self.expected, self.envelopes, self.done = expected, [], asyncio.Event()
         self.all_workers = asyncio.Event()
-
-    def on_step(self, actor, result, duration_s, outputs):
-        pass
 
     def on_workers(self, actor, workers):
         if workers == self.expected:
@@ -73,7 +70,7 @@ async def test_each_worker_process_sees_its_own_gpu_and_the_fallback_one_sees_no
     mesh = Mesh(
         (module.probe.__asya_actor__,),
         transport=transport,
-        observer=finals,
+        hooks=finals,
         sink=finals,
         clock=SystemClock(),
         rng=random.Random(1),

@@ -44,7 +44,7 @@ async def _mesh(transport, flag):
     async with Mesh(
         _app(flag),
         transport=transport,
-        observer=RunStats(_ignore),
+        hooks=RunStats(_ignore),
         sink=finals,
         clock=SystemClock(),
         rng=random.Random(),

@@ -19,14 +19,14 @@ import pytest
 
 from asya.actor import ActorConfig
 from asya.clock import SystemClock
-from asya.consumer import Consumer, StepResult
 from asya.envelope import Limits, Reason, decode_envelope, encode_envelope
+from asya.hooks import Hooks, StepResult
 from asya.outcome import Failure, NotStarted, Success
 from asya.routing import ERROR_END, HAPPY_END
 from asya.runtime.workers import ProcessInvoker
 from asya.transport.base import QueueDepth
 from asya.transport.memory import MemoryTransport
-from tests.factories import envelope
+from tests.factories import Replica, envelope
 
 HANDLERS = """
     import os
@@ -121,11 +121,11 @@ async def test_a_worker_crash_fails_the_running_call_and_the_queued_one_runs_onc
     assert started(tmp_path) == [0, 1]  # the queued call ran once, on the replacement
 
 
-class Steps:
+class Steps(Hooks):
     def __init__(self):
         self.results = []
 
-    def on_step(self, actor, result, duration_s, outputs):
+    def stepped(self, actor, result, reason, duration_s, outputs):
         self.results.append(result)
 
 
@@ -134,14 +134,14 @@ async def test_a_consumer_that_drains_gives_the_queued_message_back_to_its_queue
     for name in ("a", HAPPY_END, ERROR_END):
         await transport.declare(name)
     steps = Steps()
-    consumer = Consumer(
+    consumer = Replica(
         ActorConfig(name="a"),
         transport=transport,
         invoker=invoker,
         limits=Limits(),
         clock=SystemClock(),
         rng=random.Random(1),
-        observer=steps,
+        hooks=steps,
         depth=1,
     )
     for n, payload in enumerate(({"n": 0, "hold": 1}, {"n": 1})):

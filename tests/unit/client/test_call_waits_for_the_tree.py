@@ -28,7 +28,7 @@ async def client():
     async with Mesh(
         load_app(str(TREE_APP)).specs,
         transport=transport,
-        observer=stats,
+        hooks=stats,
         sink=stats,
         clock=FakeClock(),
         rng=rng(),

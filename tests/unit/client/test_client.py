@@ -36,7 +36,7 @@ async def mesh():
     async with Mesh(
         list(REGISTRY),
         transport=transport,
-        observer=stats,
+        hooks=stats,
         sink=stats,
         clock=FakeClock(),
         rng=rng(),

@@ -9,19 +9,19 @@ import pytest
 
 from asya import RetryPolicy, actor
 from asya.actor import ActorConfig, spec_of
-from asya.consumer import Consumer, StepResult
 from asya.envelope import Envelope, Limits, Phase, Reason, decode_envelope, encode_envelope
 from asya.handler import LocalInvoker
+from asya.hooks import Hooks, StepResult
 from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.memory import MemoryTransport
-from tests.factories import FakeClock, envelope, rng
+from tests.factories import FakeClock, Replica, envelope, rng
 
 
-class Recorder:
+class Recorder(Hooks):
     def __init__(self):
         self.steps = []
 
-    def on_step(self, actor, result, duration_s, outputs):
+    def stepped(self, actor, result, reason, duration_s, outputs):
         self.steps.append((actor, result))
 
 
@@ -40,14 +40,14 @@ class Mesh:
         for name in [s.name for s in self.specs] + [HAPPY_END, ERROR_END]:
             await self.transport.declare(name)
         for spec in self.specs:
-            consumer = Consumer(
+            consumer = Replica(
                 spec.config,
                 transport=self.transport,
                 invoker=LocalInvoker(spec),
                 limits=self.limits,
                 clock=self.clock,
                 rng=rng(),
-                observer=self.recorder,
+                hooks=self.recorder,
             )
             await consumer.start()
             self.consumers.append(consumer)
@@ -289,14 +289,14 @@ async def test_an_input_whose_processing_crashes_is_requeued_not_lost():
     transport = MemoryTransport()
     for name in ("a", HAPPY_END, ERROR_END):
         await transport.declare(name)
-    consumer = Consumer(
+    consumer = Replica(
         ActorConfig(name="a"),
         transport=transport,
         invoker=CrashingInvoker(),
         limits=Limits(),
         clock=FakeClock(),
         rng=rng(),
-        observer=Recorder(),
+        hooks=Recorder(),
     )
     await consumer.start()
     await transport.publish("a", encode_envelope(envelope("a"), Limits()))

@@ -6,14 +6,14 @@ import asyncio
 
 from asya import RetryPolicy, actor
 from asya.actor import spec_of
-from asya.consumer import Consumer
 from asya.envelope import END_LIMITS, Limits, decode_envelope, encode_envelope
 from asya.errors import TransportError
 from asya.handler import LocalInvoker
+from asya.hooks import Hooks
 from asya.message_loop import MessageLoop, OnePhase, Settle
 from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.memory import MemoryTransport
-from tests.factories import FakeClock, envelope, rng
+from tests.factories import FakeClock, Replica, envelope, rng
 from tests.unit.consumer.test_chain import Mesh, Recorder
 
 
@@ -109,11 +109,11 @@ async def test_a_failure_with_no_error_end_queue_is_parked_not_looped():
     assert reason == "error-end has no queue"
 
 
-class ExplodingObserver:
+class ExplodingObserver(Hooks):
     def __init__(self):
         self.calls = 0
 
-    def on_step(self, actor, result, duration_s, outputs):
+    def stepped(self, actor, result, reason, duration_s, outputs):
         self.calls += 1
         raise BrokenPipeError(32, "Broken pipe")
 
@@ -143,12 +143,12 @@ async def test_an_observer_that_fails_does_not_send_a_confirmed_step_round_again
 
 def _consumer(target, transport, observer):
     spec = spec_of(target)
-    return Consumer(
+    return Replica(
         spec.config,
         transport=transport,
         invoker=LocalInvoker(spec),
         limits=Limits(),
         clock=FakeClock(),
         rng=rng(),
-        observer=observer,
+        hooks=observer,
     )

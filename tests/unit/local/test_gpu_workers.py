@@ -13,21 +13,18 @@ from asya.clock import SystemClock
 from asya.gpu import Inventory
 from asya.handler import LocalInvoker
 from asya.local.gpus import GpuAssigner, GpuMode, GpuWorkers
-from asya.local.mesh import Mesh, MeshOptions
+from asya.local.mesh import Mesh, MeshHooks, MeshOptions
 from asya.transport.memory import MemoryTransport
 from tests.unit.gpu.nvml_double import gpu
 
 
-class Finals:
+class Finals(MeshHooks):
     """Observer and sink: sets `done` once `expected` envelopes are final."""
 
     def __init__(self, expected):
         self.expected = expected
         self.envelopes = []
         self.done = asyncio.Event()
-
-    def on_step(self, actor, result, duration_s, outputs):
-        pass
 
     def on_workers(self, actor, workers):
         pass
@@ -72,7 +69,7 @@ def mesh(transport, finals, devices, launches, **options):
     return Mesh(
         tuple(REGISTRY),
         transport=transport,
-        observer=finals,
+        hooks=finals,
         sink=finals,
         clock=SystemClock(),
         rng=random.Random(1),
@@ -149,7 +146,7 @@ async def test_in_process_mode_runs_a_gpu_actor_like_any_other_without_reading_t
     running = Mesh(
         tuple(REGISTRY),
         transport=transport,
-        observer=finals,
+        hooks=finals,
         sink=finals,
         clock=SystemClock(),
         rng=random.Random(1),

@@ -27,7 +27,7 @@ async def run_mesh(payloads, route, *, transport=None, metrics=None, raw=()) -> 
     mesh = Mesh(
         tuple(REGISTRY),
         transport=used,
-        observer=stats,
+        hooks=stats,
         sink=stats,
         clock=SystemClock(),
         rng=random.Random(3),

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from asya import RetryPolicy, actor
-from asya.consumer import StepResult
+from asya.hooks import StepResult
 from asya.local.report import RunStats, format_summary
 from asya.metrics import Metrics, histogram_quantile
 from tests.unit.metrics.run import run_mesh, scrape, value
@@ -79,7 +79,7 @@ async def test_without_prometheus_client_the_summary_counts_the_same(monkeypatch
 
     for stats in (with_client, in_house):
         for actor_name, result, duration_s in steps:
-            stats.on_step(actor_name, result, duration_s, outputs=1)
+            stats.stepped(actor_name, result, "", duration_s, outputs=1)
 
     assert with_client.metrics.is_exposable
     assert not in_house.metrics.is_exposable

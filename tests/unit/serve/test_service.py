@@ -11,9 +11,9 @@ from asya import actor
 from asya.actor import spec_of
 from asya.client import Client
 from asya.clock import SystemClock
-from asya.consumer import StepResult
 from asya.envelope import END_LIMITS, Phase, decode_envelope
 from asya.errors import SettingsError, TransportError
+from asya.hooks import StepResult
 from asya.local.mesh import MeshOptions
 from asya.local.serve import (
     ServeOptions,
@@ -105,8 +105,8 @@ def test_select_actors_keeps_only_the_named_actors_in_the_apps_order():
 def test_the_status_line_shows_workers_depth_and_counts_per_actor_and_the_finals():
     stats = ServeStats(["split", "shout"])
     stats.on_workers("split", 2)
-    stats.on_step("split", StepResult.SUCCEEDED, 0.1, 3)
-    stats.on_step("split", StepResult.FAILED, 0.1, 1)
+    stats.stepped("split", StepResult.SUCCEEDED, "", 0.1, 3)
+    stats.stepped("split", StepResult.FAILED, "", 0.1, 1)
     stats.finals[Phase.SUCCEEDED] += 3
     stats.finals[Phase.FAILED] += 1
 

@@ -6,12 +6,12 @@ import asyncio
 
 from asya import actor
 from asya.actor import spec_of
-from asya.consumer import Consumer
 from asya.envelope import Envelope, Limits, decode_envelope, encode_envelope
 from asya.handler import LocalInvoker
+from asya.hooks import combined
 from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.memory import MemoryTransport
-from tests.factories import FakeClock, rng
+from tests.factories import FakeClock, Replica, rng
 
 
 @actor
@@ -20,26 +20,20 @@ def echo(doc):
     return doc
 
 
-class _Quiet:
-    def on_step(self, actor, result, duration_s, outputs):
-        pass
-
-
 async def step(handler, sent: Envelope | bytes, *, tracing, clock=None, to=HAPPY_END) -> Envelope:
     """Run `handler`'s consumer (with `tracing`) on `sent`; the envelope that reaches `to`."""
     spec = spec_of(handler)
     transport = MemoryTransport()
     for name in (spec.name, HAPPY_END, ERROR_END):
         await transport.declare(name)
-    consumer = Consumer(
+    consumer = Replica(
         spec.config,
         transport=transport,
         invoker=LocalInvoker(spec),
         limits=Limits(),
         clock=clock or FakeClock(),
         rng=rng(),
-        observer=_Quiet(),
-        tracing=tracing,
+        hooks=combined(tracing=tracing),
     )
     await consumer.start()
     try:
