@@ -149,7 +149,11 @@ class RabbitMQTransport:
         self._url = url
         self.options = options or RabbitMQOptions()
         self._records = RabbitMQRecordStore(
-            self, exchange=EXCHANGE, retention=self.options.retention, clock=clock or SystemClock()
+            self,
+            namespace=self.options.namespace,
+            exchange=EXCHANGE,
+            retention=self.options.retention,
+            clock=clock or SystemClock(),
         )
         self._connection: AbstractRobustConnection | None = None
         self._channel: AbstractChannel | None = None
