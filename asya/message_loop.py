@@ -278,12 +278,14 @@ class MessageLoop:
             await self._settle(message, settle)
 
     async def _settle(self, message: Message, settle: Settle) -> None:
+        subscription = self._subscription
+        assert subscription is not None  # it delivered `message`, and it settles it
         try:
             if settle is Settle.ACK:
-                await self._transport.ack(message)
+                await subscription.ack(message)
             else:
                 self._hooks.requeued(self._actor)
-                await self._transport.requeue(message)
+                await subscription.requeue(message)
         except Exception:  # the broker redelivers what it did not see settled: nothing is lost
             log.exception("settling failed", extra={"actor": self._actor, "settle": settle.value})
 

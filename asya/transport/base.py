@@ -4,7 +4,9 @@ A transport moves opaque bytes between named actor queues. It knows nothing of e
 routing; consumers decide, transports carry out. Guarantees every implementation gives:
 publishes are confirmed before `publish` returns, and a publish to an actor with no queue
 raises `UnknownActorError` instead of dropping the message; a consumed message stays owned
-(unacked) until `ack` or `requeue`, and a closed subscription gives back what it still owns.
+(unacked) by the subscription that delivered it until that subscription's `ack` or `requeue`,
+and a closed subscription gives back what it still owns. Settling is the subscription's, not
+the transport's: the one that received a message is the one that knows where to settle it.
 
 Besides the actors' queues a namespace has two kinds of queue no actor can be named after
 (their names hold a `.`, which DNS-1123 actor names never do): the **parking** queue, where
@@ -73,7 +75,7 @@ class Death:
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """A consumed message; `tag` identifies it to the transport that delivered it."""
+    """A consumed message; `tag` identifies it to the subscription that delivered it."""
 
     actor: str
     body: bytes
@@ -97,7 +99,13 @@ class QueueDepth:
 
 
 class Subscription(Protocol):
-    """Messages from one actor's queue, at most `prefetch` unsettled at a time."""
+    """Messages from one actor's queue, at most `prefetch` unsettled at a time.
+
+    What it delivers is settled through it, with `ack` or `requeue`. Settling a message it
+    does not hold (settled already, given back by `close`, or delivered by another
+    subscription) does nothing: a late settle never touches the message's redelivery, and the
+    broker redelivers whatever it did not see settled.
+    """
 
     async def get(self) -> Message | None:
         """The next message, or None once closed. Cancelling it takes nothing off the queue."""
@@ -109,6 +117,14 @@ class Subscription(Protocol):
 
     async def resume(self) -> None:
         """Receive again after `pause`."""
+        ...
+
+    async def ack(self, message: Message) -> None:
+        """Settle `message` as done: it is removed for good."""
+        ...
+
+    async def requeue(self, message: Message) -> None:
+        """Give `message` back to its queue for redelivery."""
         ...
 
     async def close(self) -> None:
@@ -154,15 +170,7 @@ class Transport(Protocol):
         ...
 
     async def subscribe(self, actor: str, *, prefetch: int) -> Subscription:
-        """Start consuming `actor`'s queue."""
-        ...
-
-    async def ack(self, message: Message) -> None:
-        """Settle `message` as done: it is removed for good."""
-        ...
-
-    async def requeue(self, message: Message) -> None:
-        """Give `message` back to its queue for redelivery."""
+        """Start consuming `actor`'s queue; what it delivers is settled through it."""
         ...
 
     async def depth(self, actor: str) -> QueueDepth:

@@ -2,8 +2,9 @@
 
 Carries bytes, like a broker, so serialization, size limits and malformed bodies behave as
 they do on RabbitMQ. Same guarantees as every transport (see `asya.transport.base`): unknown
-actors raise on publish, prefetch bounds what a subscription holds, a closed subscription
-requeues what it still owns, delayed publishes run on the event loop's clock. On top, `join()`
+actors raise on publish, prefetch bounds what a subscription holds, a subscription settles
+only what it holds itself and a closed one requeues what it still owns, delayed publishes run
+on the event loop's clock. On top, `join()`
 waits until the whole mesh is quiet — nothing ready, unacked or delayed — which is how the local
 runner knows a run is over and how tests wait for every envelope's fate. Its end records
 (`records`) are kept in lists, read the same way as the broker's streams.
@@ -59,8 +60,24 @@ class MemorySubscription:
             self._owned.add(message.tag)
             return message
 
-    def _settled(self, tag: int) -> None:
+    async def ack(self, message: Message) -> None:
+        async with self._transport._changed:
+            if self._release(message.tag) is not None:
+                self._transport._changed.notify_all()
+
+    async def requeue(self, message: Message) -> None:
+        async with self._transport._changed:
+            held = self._release(message.tag)
+            if held is not None:
+                self._transport._queue(self._actor).ready.appendleft(_redelivered(held))
+                self._transport._changed.notify_all()
+
+    def _release(self, tag: int) -> Message | None:
+        """Take `tag` off what this subscription holds; None if it holds no such message."""
+        if tag not in self._owned:
+            return None
         self._owned.discard(tag)
+        return self._transport._queue(self._actor).unacked.pop(tag)
 
     async def pause(self) -> None:
         async with self._transport._changed:
@@ -167,23 +184,6 @@ class MemoryTransport:
         subscription = MemorySubscription(self, actor, prefetch)
         self._subscriptions.add(subscription)
         return subscription
-
-    async def ack(self, message: Message) -> None:
-        async with self._changed:
-            self._queue(message.actor).unacked.pop(message.tag, None)
-            self._settle(message.tag)
-
-    async def requeue(self, message: Message) -> None:
-        async with self._changed:
-            queue = self._queue(message.actor)
-            if queue.unacked.pop(message.tag, None) is not None:
-                queue.ready.appendleft(_redelivered(message))
-            self._settle(message.tag)
-
-    def _settle(self, tag: int) -> None:
-        for subscription in self._subscriptions:
-            subscription._settled(tag)
-        self._changed.notify_all()
 
     async def depth(self, actor: str) -> QueueDepth:
         queue = self._queue(actor)

@@ -25,8 +25,8 @@ A publish channel the broker closed is reopened on the next publish; `can_publis
 whether publishing is possible now (the sidecar's readiness). The connection is aio-pika's
 robust one: after a loss it reconnects with backoff and restores channels and queues (and
 each subscription its consumer, `asya.transport.rabbitmq_consuming`); messages that were in
-flight are redelivered by the broker (at-least-once), and settling them on the dead channel
-is logged, not raised. aio-pika errors are wrapped as
+flight are redelivered by the broker (at-least-once), and their subscription's settling of
+them on the dead channel is logged, not raised. aio-pika errors are wrapped as
 `TransportError` here, at the edge.
 """
 
@@ -56,14 +56,12 @@ from asya.errors import TransportError, UnknownActorError
 from asya.routing import END_ACTORS, ERROR_END
 from asya.settings import TransportSettings
 from asya.transport.base import (
-    Message,
     QueueDepth,
     is_reply_queue_name,
     parking_queue_name,
     queue_name,
     reply_queue_name,
 )
-from asya.transport.rabbitmq_acks import ChannelAcks
 from asya.transport.rabbitmq_consuming import RabbitMQReplyQueue, RabbitMQSubscription
 from asya.transport.rabbitmq_records import RabbitMQRecordStore
 from asya.transport.records import RecordKind, Retention, records_stream_name
@@ -79,17 +77,6 @@ DELAY_LADDER_MS: Final = (
     1_800_000, 3_600_000,
 )  # fmt: skip
 """Retry delays are rounded down to one of these; a delay under the first is no delay."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Delivery:
-    """A delivery handed out and not settled yet."""
-
-    tag: int
-    """The broker's delivery tag, on the channel `acks` settles."""
-    acks: ChannelAcks
-    owner: set[int]
-    """Our tags of its subscription's unsettled deliveries."""
 
 
 class QueueType(enum.StrEnum):
@@ -149,7 +136,11 @@ class RabbitMQTransport:
         self._url = url
         self.options = options or RabbitMQOptions()
         self._records = RabbitMQRecordStore(
-            self, exchange=EXCHANGE, retention=self.options.retention, clock=clock or SystemClock()
+            self,
+            namespace=self.options.namespace,
+            exchange=EXCHANGE,
+            retention=self.options.retention,
+            clock=clock or SystemClock(),
         )
         self._connection: AbstractRobustConnection | None = None
         self._channel: AbstractChannel | None = None
@@ -158,8 +149,8 @@ class RabbitMQTransport:
         self._declared: set[str] = set()
         self._delay_queues: set[str] = set()
         self._tags = itertools.count(1)
-        self._in_flight: dict[int, _Delivery] = {}
-        self._unacked: dict[str, int] = {}
+        """Numbers every subscription's deliveries, so no two of them share a tag."""
+        self._subscriptions: list[RabbitMQSubscription] = []
         self._reopening = asyncio.Lock()
 
     async def connect(self) -> None:
@@ -389,42 +380,12 @@ class RabbitMQTransport:
         return name
 
     async def subscribe(self, actor: str, *, prefetch: int) -> RabbitMQSubscription:
-        subscription = RabbitMQSubscription(self, actor)
+        """Consume `actor`'s queue; the subscription settles what it delivers."""
+        subscription = RabbitMQSubscription(self, actor, self._tags)
         await subscription.start(prefetch)
+        self._subscriptions = [s for s in self._subscriptions if not s.closed]
+        self._subscriptions.append(subscription)
         return subscription
-
-    def track(self, actor: str, delivery_tag: int, acks: ChannelAcks, owner: set[int]) -> int:
-        """Our own tag for a delivery (broker tags repeat across channels); `acks` settles it,
-        and it stays in `owner` (its subscription's set) until settled."""
-        tag = next(self._tags)
-        self._in_flight[tag] = _Delivery(delivery_tag, acks, owner)
-        owner.add(tag)
-        self._unacked[actor] = self._unacked.get(actor, 0) + 1
-        return tag
-
-    def forget(self, tag: int, actor: str) -> _Delivery | None:
-        """Stop tracking a delivery (settled, or given back with its channel)."""
-        delivery = self._in_flight.pop(tag, None)
-        if delivery is not None:
-            delivery.owner.discard(tag)
-            self._unacked[actor] = self._unacked.get(actor, 1) - 1
-        return delivery
-
-    async def ack(self, message: Message) -> None:
-        """Ack at the end of this loop iteration, with the other acks of its channel
-        (`asya.transport.rabbitmq_acks`): a channel lost before is logged there."""
-        delivery = self.forget(message.tag, message.actor)
-        if delivery is not None:
-            delivery.acks.ack(delivery.tag)
-
-    async def requeue(self, message: Message) -> None:
-        delivery = self.forget(message.tag, message.actor)
-        if delivery is None:
-            return
-        try:
-            await delivery.acks.nack(delivery.tag)
-        except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError):
-            log.warning("requeue lost with its channel", extra={"actor": message.actor})
 
     async def depth(self, actor: str) -> QueueDepth:
         """Ready messages as the broker counts them; unacked as this process holds them.
@@ -444,7 +405,8 @@ class RabbitMQTransport:
         except (aiormq.exceptions.AMQPError, ConnectionError) as exc:
             raise TransportError(f"cannot read the depth of '{actor}': {exc}") from exc
         ready = declared.message_count or 0
-        return QueueDepth(ready=ready, unacked=self._unacked.get(actor, 0))
+        unacked = sum(s.unsettled for s in self._subscriptions if s.actor == actor)
+        return QueueDepth(ready=ready, unacked=unacked)
 
     def is_reply_queue(self, name: str) -> bool:
         return is_reply_queue_name(self.options.namespace, name)

@@ -6,8 +6,14 @@ actor's), through the underlying aiormq channel (no aio-pika message object and 
 delivery), and starts its consumer again when aio-pika has restored the channel after a
 reconnect; pausing cancels the broker consumer but keeps the channel and what it holds, so no
 delivery is given back (and counted) while an actor waits for its runtime. `RabbitMQReplyQueue`
-is the exclusive queue a client waits on for final envelopes. Settling goes through the
-transport (`asya.transport.rabbitmq`), which tracks every delivery it handed out.
+is the exclusive queue a client waits on for final envelopes.
+
+A subscription settles what it delivered itself: it keeps its unsettled deliveries under tags
+its transport numbers for all its subscriptions (the broker's repeat across channels, and
+start again on a channel reopened after a reconnect), each with the `ChannelAcks` of the
+channel it came on. Of its transport it needs
+only a channel and its actor's queue declared on it (`SubscriptionTransport`), so this module
+imports nothing of `asya.transport.rabbitmq`, which builds on it.
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import aio_pika
 import aiormq
@@ -26,9 +34,6 @@ from aiormq.abc import DeliveredMessage
 from asya.errors import TransportError
 from asya.transport.base import Death, DeathReason, Message
 from asya.transport.rabbitmq_acks import ChannelAcks
-
-if TYPE_CHECKING:
-    from asya.transport.rabbitmq import RabbitMQTransport
 
 log = logging.getLogger(__name__)
 
@@ -49,22 +54,55 @@ def death_of(headers: dict[str, Any] | None) -> Death | None:
     return Death(reason=reason, queue=str(latest.get("queue", "")))
 
 
+class SubscriptionTransport(Protocol):
+    """What a subscription needs of its transport: channels, and its queue declared on one."""
+
+    async def open_channel(self) -> AbstractChannel:
+        """A new channel on the transport's connection.
+
+        Raises:
+            TransportError: not connected, or the broker would not open one.
+        """
+        ...
+
+    async def declare_on(self, channel: AbstractChannel, actor: str) -> AbstractQueue:
+        """`actor`'s queue, declared (idempotently) on `channel`.
+
+        Raises:
+            TransportError: the broker refused the declare.
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Delivery:
+    """A delivery handed out and not settled yet."""
+
+    tag: int
+    """The broker's delivery tag, on the channel `acks` settles."""
+    acks: ChannelAcks
+
+
 class RabbitMQSubscription:
     """Consumes one actor's queue on a channel of its own (its prefetch is the actor's)."""
 
-    def __init__(self, transport: RabbitMQTransport, actor: str) -> None:
+    def __init__(self, transport: SubscriptionTransport, actor: str, tags: Iterator[int]) -> None:
+        """`tags` numbers the deliveries: shared by a transport's subscriptions, so a message
+        one of them delivered is never taken for another's."""
         self._transport = transport
         self._actor = actor
+        self._tags = tags
         self._inbox: asyncio.Queue[Message | None] = asyncio.Queue()
         self._channel: AbstractChannel | None = None
         self._prefetch = 1
         self._queue: AbstractQueue | None = None
         self._consumer_tag: str | None = None
-        self._tags: set[int] = set()
-        """Our tags of the deliveries not settled yet (the transport drops each as settled)."""
+        self._unsettled: dict[int, _Delivery] = {}
+        """The deliveries handed out and not settled yet, by our tag (`Message.tag`)."""
         self._consuming_on: aiormq.abc.AbstractChannel | None = None
         self._acks: ChannelAcks | None = None
         """Settles the deliveries of the underlying channel they came on (the latest)."""
+        self._closed = False
 
     async def start(self, prefetch: int) -> None:
         self._prefetch = prefetch
@@ -145,11 +183,13 @@ class RabbitMQSubscription:
         delivery_tag = delivered.delivery_tag
         assert delivery_tag is not None  # set when acking is on, as here
         acks.delivered(delivery_tag)
+        tag = next(self._tags)
+        self._unsettled[tag] = _Delivery(delivery_tag, acks)
         headers = delivered.header.properties.headers
         message = Message(
             self._actor,
             delivered.body,
-            self._transport.track(self._actor, delivery_tag, acks, self._tags),
+            tag,
             redelivered=bool(delivered.redelivered),
             death=death_of(headers) if headers else None,
         )
@@ -157,6 +197,37 @@ class RabbitMQSubscription:
 
     async def get(self) -> Message | None:
         return await self._inbox.get()
+
+    @property
+    def actor(self) -> str:
+        """The actor whose queue it consumes."""
+        return self._actor
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close` has run: it holds nothing any more."""
+        return self._closed
+
+    @property
+    def unsettled(self) -> int:
+        """Deliveries this subscription holds, handed out or not yet: unacked on the broker."""
+        return len(self._unsettled)
+
+    async def ack(self, message: Message) -> None:
+        """Ack at the end of this loop iteration, with the other acks of its channel
+        (`asya.transport.rabbitmq_acks`): a channel lost before is logged there."""
+        delivery = self._unsettled.pop(message.tag, None)
+        if delivery is not None:
+            delivery.acks.ack(delivery.tag)
+
+    async def requeue(self, message: Message) -> None:
+        delivery = self._unsettled.pop(message.tag, None)
+        if delivery is None:
+            return
+        try:
+            await delivery.acks.nack(delivery.tag)
+        except (aiormq.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError):
+            log.warning("requeue lost with its channel", extra={"actor": self._actor})
 
     async def close(self) -> None:
         """Stop consuming; closing the channel gives back everything it still holds."""
@@ -166,14 +237,15 @@ class RabbitMQSubscription:
         while not self._inbox.empty():
             message = self._inbox.get_nowait()
             if message is not None:
-                await self._transport.requeue(message)
+                await self.requeue(message)
         self._inbox.put_nowait(None)
         if isinstance(self._channel, aio_pika.RobustChannel):
             self._channel.reopen_callbacks.discard(self._consume_again)
         if self._channel is not None and not self._channel.is_closed:
             await self._channel.close()
-        for tag in list(self._tags):
-            self._transport.forget(tag, self._actor)
+        # The rest went back to the queue with the channel: a settle from now on does nothing.
+        self._unsettled.clear()
+        self._closed = True
 
 
 class RabbitMQReplyQueue:

@@ -37,7 +37,7 @@ import logging
 import uuid
 from collections.abc import AsyncGenerator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import aio_pika
 import aiormq
@@ -46,10 +46,8 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 from asya.clock import Clock
 from asya.errors import SettingsError, TransportError
 from asya.settings import env_var
+from asya.transport.base import QueueDepth
 from asya.transport.records import FIRST, Record, RecordKind, Retention, Start, records_stream_name
-
-if TYPE_CHECKING:
-    from asya.transport.rabbitmq import RabbitMQTransport
 
 log = logging.getLogger(__name__)
 
@@ -64,19 +62,51 @@ _CHANNEL_ERRORS: Final = (
 )
 
 
+class RecordStoreTransport(Protocol):
+    """What the record store needs of its transport; declared here, so that this module
+    imports nothing of `asya.transport.rabbitmq`, which builds on it."""
+
+    @property
+    def broker_version(self) -> str:
+        """The broker's version, for the message of a stream it cannot declare."""
+        ...
+
+    async def open_channel(self) -> AbstractChannel:
+        """A new channel, for declares and reads that may close it."""
+        ...
+
+    async def open_confirm_channel(self) -> AbstractChannel:
+        """A new channel with publisher confirms, for appends."""
+        ...
+
+    def queue_for(self, actor: str) -> str:
+        """`actor`'s queue, where a replay is resubmitted."""
+        ...
+
+    async def depth(self, actor: str) -> QueueDepth:
+        """`actor`'s queue depth.
+
+        Raises:
+            UnknownActorError: `actor` has no queue (a replay to it is not sent).
+        """
+        ...
+
+
 class RabbitMQRecordStore:
     """End records on the streams of one namespace; see the module docstring."""
 
     def __init__(
         self,
-        transport: RabbitMQTransport,
+        transport: RecordStoreTransport,
         *,
+        namespace: str,
         exchange: str,
         retention: Retention,
         clock: Clock,
         prefetch: int = 256,
     ) -> None:
         self._transport = transport
+        self._namespace = namespace
         self._exchange = exchange
         self._retention = retention
         self._clock = clock
@@ -86,7 +116,7 @@ class RabbitMQRecordStore:
         self._opening = asyncio.Lock()
 
     def stream(self, kind: RecordKind) -> str:
-        return records_stream_name(self._transport.options.namespace, kind)
+        return records_stream_name(self._namespace, kind)
 
     async def declare(self, kind: RecordKind) -> None:
         if kind in self._declared:

@@ -65,7 +65,7 @@ async def test_a_sidecar_serves_the_counts_of_what_it_did(pods, transport, final
     subscription = await transport.subscribe("judge", prefetch=1)
     held = await subscription.get()
     assert held is not None
-    await transport.requeue(held)
+    await subscription.requeue(held)
     await subscription.close()
     port = free_port()
     cluster = await pods(HANDLERS, "judge", ASYA_HEALTH_PORT=str(port))

@@ -101,7 +101,7 @@ async def test_a_paused_subscription_whose_channel_died_resumes_on_a_new_one(tra
     await subscription.resume()
     await transport.publish("known", b"after the outage")
     message = await asyncio.wait_for(subscription.get(), 10)
-    await transport.ack(message)
+    await subscription.ack(message)
     await subscription.close()
 
     assert message.body == b"after the outage"
@@ -130,17 +130,17 @@ async def test_acks_batched_with_a_requeue_among_them_settle_exactly_on_the_brok
     # and the subscription closed at once: nothing may be left unsent or wrongly covered.
     for message in messages:
         if message.body == b"m7":
-            await transport.requeue(message)
+            await subscription.requeue(message)
         else:
-            await transport.ack(message)
-    held = set(subscription._tags)  # what it would give back at close: nothing, all settled
+            await subscription.ack(message)
+    held = subscription.unsettled  # what it would give back at close: nothing, all settled
     await subscription.close()
 
     again = await transport.subscribe("known", prefetch=20)
     back = await asyncio.wait_for(again.get(), 10)
-    await transport.ack(back)
+    await again.ack(back)
     await again.close()
-    assert held == set()
+    assert held == 0
     assert back.body == b"m7"
     assert (await transport.depth("known")).ready == 0
 
@@ -150,15 +150,67 @@ async def test_acks_after_resuming_on_a_new_channel_settle_there(transport):
     subscription = await transport.subscribe("known", prefetch=4)
     await transport.publish("known", b"before")
     first = await asyncio.wait_for(subscription.get(), 10)
-    await transport.ack(first)
+    await subscription.ack(first)
     await subscription.pause()
     await subscription._channel.close()  # the broker closed it while paused
 
     await subscription.resume()
     await transport.publish("known", b"after")
     second = await asyncio.wait_for(subscription.get(), 10)
-    await transport.ack(second)
+    await subscription.ack(second)
     await subscription.close()
 
     assert (first.body, second.body) == (b"before", b"after")
     assert (await transport.depth("known")).ready == 0
+
+
+async def test_only_the_subscription_that_delivered_a_message_settles_it(transport):
+    # Given: two subscriptions, each holding the first message it was delivered
+    await transport.declare("known")
+    await transport.declare("other")
+    delivering = await transport.subscribe("known", prefetch=1)
+    other = await transport.subscribe("other", prefetch=1)
+    await transport.publish("known", b"held")
+    await transport.publish("other", b"its own")
+    message = await asyncio.wait_for(delivering.get(), 10)
+    own = await asyncio.wait_for(other.get(), 10)
+
+    # When: the other one settles the message it did not deliver
+    await other.ack(message)
+    await other.requeue(message)
+
+    # Then: both are still held where they were delivered, and each comes back when its
+    # subscription closes
+    held = [(await transport.depth(actor)).unacked for actor in ("known", "other")]
+    await delivering.close()
+    await other.close()
+    back = []
+    for actor in ("known", "other"):
+        again = await transport.subscribe(actor, prefetch=1)
+        back.append(await asyncio.wait_for(again.get(), 10))
+        await again.ack(back[-1])
+        await again.close()
+    assert held == [1, 1]
+    assert [(m.body, m.redelivered) for m in back] == [(b"held", True), (b"its own", True)]
+    assert own.body == b"its own"
+
+
+async def test_settling_after_close_is_harmless_and_the_message_comes_back(transport):
+    await transport.declare("known")
+    subscription = await transport.subscribe("known", prefetch=1)
+    await transport.publish("known", b"given back")
+    message = await asyncio.wait_for(subscription.get(), 10)
+    await subscription.close()
+    kept = subscription.unsettled  # all given back with the channel
+
+    await subscription.ack(message)
+    await subscription.requeue(message)
+
+    again = await transport.subscribe("known", prefetch=1)
+    back = await asyncio.wait_for(again.get(), 10)
+    held = (await transport.depth("known")).unacked
+    await again.ack(back)
+    await again.close()
+    assert kept == 0
+    assert (back.body, back.redelivered) == (b"given back", True)
+    assert held == 1

@@ -68,7 +68,7 @@ class Mesh:
         while len(found) < count:
             message = await asyncio.wait_for(subscription.get(), 5)
             found.append(decode_envelope(message.body, Limits(max_payload_bytes=2**40)))
-            await self.transport.ack(message)
+            await subscription.ack(message)
         await subscription.close()
         return found
 

@@ -132,7 +132,7 @@ async def test_an_observer_that_fails_does_not_send_a_confirmed_step_round_again
     await transport.publish("a", encode_envelope(envelope("a"), Limits()))
     happy = await transport.subscribe(HAPPY_END, prefetch=10)
     first = await asyncio.wait_for(happy.get(), 5)
-    await transport.ack(first)
+    await happy.ack(first)
     await consumer.stop(1)
 
     assert observer.calls == 1

@@ -41,7 +41,7 @@ async def step(handler, sent: Envelope | bytes, *, tracing, clock=None, to=HAPPY
         await transport.publish(spec.name, body)
         subscription = await transport.subscribe(to, prefetch=1)
         message = await asyncio.wait_for(subscription.get(), 5)
-        await transport.ack(message)
+        await subscription.ack(message)
         await subscription.close()
         return decode_envelope(message.body, Limits())
     finally:

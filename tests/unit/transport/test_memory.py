@@ -25,7 +25,7 @@ async def test_a_published_message_is_consumed_once_and_gone_after_ack(transport
 
     message = await subscription.get()
     assert await transport.depth("a") == QueueDepth(ready=0, unacked=1)
-    await transport.ack(message)
+    await subscription.ack(message)
 
     assert message.body == b"one"
     assert await transport.depth("a") == QueueDepth(ready=0, unacked=0)
@@ -47,7 +47,7 @@ async def test_prefetch_bounds_what_a_subscription_holds(transport):
 
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(subscription.get(), 0.05)
-    await transport.ack(first)
+    await subscription.ack(first)
     third = await asyncio.wait_for(subscription.get(), 1)
 
     assert (first.body, second.body, third.body) == (b"1", b"2", b"3")
@@ -60,7 +60,7 @@ async def test_a_requeued_message_comes_back_first_marked_redelivered(transport)
     subscription = await transport.subscribe("a", prefetch=1)
     first = await subscription.get()
 
-    await transport.requeue(first)
+    await subscription.requeue(first)
     again = await subscription.get()
 
     assert (again.body, again.redelivered) == (b"1", True)
@@ -75,6 +75,57 @@ async def test_closing_a_subscription_gives_back_what_it_still_owns(transport):
     await subscription.close()
 
     assert await transport.depth("a") == QueueDepth(ready=1, unacked=0)
+
+
+async def test_a_message_settled_twice_is_settled_once(transport):
+    await transport.publish("a", b"1")
+    subscription = await transport.subscribe("a", prefetch=1)
+    message = await subscription.get()
+
+    await subscription.ack(message)
+    await subscription.requeue(message)
+    await subscription.ack(message)
+
+    assert await transport.depth("a") == QueueDepth(ready=0, unacked=0)
+    await subscription.close()
+
+
+async def test_only_the_subscription_that_delivered_a_message_settles_it(transport):
+    await transport.publish("a", b"1")
+    delivering = await transport.subscribe("a", prefetch=1)
+    other = await transport.subscribe("a", prefetch=1)
+    message = await delivering.get()
+
+    await other.ack(message)
+    await other.requeue(message)
+    held = await transport.depth("a")
+    await delivering.ack(message)
+
+    assert held == QueueDepth(ready=0, unacked=1)
+    assert await transport.depth("a") == QueueDepth(ready=0, unacked=0)
+    await delivering.close()
+    await other.close()
+
+
+async def test_settling_after_close_leaves_the_message_it_gave_back_alone(transport):
+    # Given: a message given back by its closed subscription and delivered again (same tag)
+    await transport.publish("a", b"1")
+    closed = await transport.subscribe("a", prefetch=1)
+    message = await closed.get()
+    await closed.close()
+    again = await transport.subscribe("a", prefetch=1)
+    redelivered = await again.get()
+
+    # When: the closed subscription settles it late
+    await closed.ack(message)
+    await closed.requeue(message)
+
+    # Then: the redelivery is still held by the subscription that has it
+    assert (redelivered.tag, redelivered.redelivered) == (message.tag, True)
+    assert await transport.depth("a") == QueueDepth(ready=0, unacked=1)
+    await again.ack(redelivered)
+    assert await transport.depth("a") == QueueDepth(ready=0, unacked=0)
+    await again.close()
 
 
 async def test_a_cancelled_get_takes_nothing_off_the_queue(transport):
@@ -110,7 +161,7 @@ async def test_join_waits_until_nothing_is_ready_unacked_or_delayed(transport):
 
     async def consume():
         message = await subscription.get()
-        await transport.ack(message)
+        await subscription.ack(message)
 
     consumer = asyncio.create_task(consume())
     await asyncio.wait_for(transport.join(), 2)
