@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 from collections.abc import Sequence
 
@@ -33,6 +32,7 @@ from asya.runtime.frames import (
     encode_frame,
     read_frame,
 )
+from asya.runtime.requests import Request, Requests
 from asya.settings import env_var
 
 log = logging.getLogger(__name__)
@@ -46,8 +46,7 @@ class RuntimeClient:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._listener: asyncio.Task[None] | None = None
-        self._pending: dict[int, asyncio.Future[Frame]] = {}
-        self._ids = itertools.count(1)
+        self._requests: Requests[Frame, None] = Requests()
         self._frames: FrameWriter | None = None
         self._read_bytes = HANDSHAKE_FRAME_BYTES
         self.pong: Pong | None = None
@@ -100,8 +99,11 @@ class RuntimeClient:
         Raises:
             RuntimeUnavailableError: the connection is down or broke.
         """
-        request_id = next(self._ids)
-        frame = await self._request(request_id, encode_frame(Ping(request_id)))
+        request = self._requests.open(None)
+        try:
+            frame = await self._exchange(request, encode_frame(Ping(request.id)))
+        finally:
+            self._requests.close(request.id)
         if not isinstance(frame, Pong):
             raise RuntimeProtocolError(f"expected a Pong, got {type(frame).__name__}")
         return frame
@@ -115,13 +117,16 @@ class RuntimeClient:
         """
         if self.pong is None:
             raise RuntimeUnavailableError(f"not connected to the runtime at {self._path}")
-        request_id = next(self._ids)
-        data = encode_frame(Call(request_id, list(envelopes)))
-        limit = self.pong.bounds.call_bytes
-        if len(data) > limit:
-            # The runtime would close the connection on it, and the call would be sent again.
-            return [_too_large(len(data), limit)] * len(envelopes)
-        frame = await self._request(request_id, data)
+        request = self._requests.open(None)
+        try:
+            data = encode_frame(Call(request.id, list(envelopes)))
+            limit = self.pong.bounds.call_bytes
+            if len(data) > limit:
+                # The runtime would close the connection on it, and the call would be sent again.
+                return [_too_large(len(data), limit)] * len(envelopes)
+            frame = await self._exchange(request, data)
+        finally:
+            self._requests.close(request.id)
         if isinstance(frame, Fault):
             raise RuntimeProtocolError(f"runtime refused the call: {frame.message}")
         if not isinstance(frame, Result) or len(frame.outcomes) != len(envelopes):
@@ -132,7 +137,7 @@ class RuntimeClient:
         """Tell the runtime to start none of the calls it holds that have not started: it
         answers them `NotStarted` (their envelopes go back to the queue); later calls run."""
         if self._frames is not None and self.connected:
-            self._frames.send(encode_frame(Drain(next(self._ids))))
+            self._frames.send(encode_frame(Drain(0)))
 
     async def aclose(self) -> None:
         if self._writer is not None:
@@ -146,20 +151,17 @@ class RuntimeClient:
                 await self._listener
         self._fail_pending("the connection was closed")
 
-    async def _request(self, request_id: int, data: bytes) -> Frame:
+    async def _exchange(self, request: Request[Frame, None], data: bytes) -> Frame:
+        """Send `data`, the frame of `request`, and wait for its answer."""
         if self._writer is None or not self.connected:
             raise RuntimeUnavailableError(f"not connected to the runtime at {self._path}")
-        answer: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = answer
         try:
             assert self._frames is not None
             self._frames.send(data)
             await self._frames.drain()
-            return await answer
+            return await request.answer
         except ConnectionError as exc:
             raise RuntimeUnavailableError(f"runtime connection broke: {exc}") from exc
-        finally:
-            self._pending.pop(request_id, None)
 
     async def _listen(self, reader: asyncio.StreamReader) -> None:
         why = "the runtime closed the connection"
@@ -170,18 +172,14 @@ class RuntimeClient:
                     break
                 if isinstance(frame, Pong):
                     self._read_bytes = frame.bounds.result_bytes
-                answer = self._pending.get(getattr(frame, "id", -1))
-                if answer is not None and not answer.done():
-                    answer.set_result(frame)
+                self._requests.answer(getattr(frame, "id", -1), frame)
         except (RuntimeProtocolError, ConnectionError) as exc:
             why = f"the runtime connection failed: {exc}"
             log.error("runtime connection failed", extra={"error": str(exc)})
         self._fail_pending(why)
 
     def _fail_pending(self, why: str) -> None:
-        for answer in self._pending.values():
-            if not answer.done():
-                answer.set_exception(RuntimeUnavailableError(why))
+        self._requests.fail(lambda: RuntimeUnavailableError(why))
 
 
 def _too_large(observed_bytes: int, limit_bytes: int) -> Failure:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import math
 import os
@@ -49,6 +48,7 @@ from asya.runtime.frames import (
     read_frame,
     read_raw_frame,
 )
+from asya.runtime.requests import Request, Requests
 from asya.settings import env_var
 
 log = logging.getLogger(__name__)
@@ -60,13 +60,20 @@ def user_environment(env: Mapping[str, str]) -> dict[str, str]:
     return {name: value for name, value in env.items() if not name.startswith(secret)}
 
 
-@dataclass(eq=False)
-class _Pending:
-    answer: asyncio.Future[list[msgspec.Raw] | None]
-    """The outcomes; None if the call never started at its worker (send it again)."""
+@dataclass(eq=False, slots=True)
+class _Call:
+    """What is kept with a call sent to a worker, beside its answer."""
+
     count: int
+    """Envelopes it carries."""
     started: asyncio.Future[None]
     """Done once the worker may be running it: its timeout counts from then."""
+
+
+_Answer = list[msgspec.Raw] | None
+"""A call's outcomes; None if it never started at its worker (send it again)."""
+
+_Calls = Requests[_Answer, _Call]
 
 
 @dataclass(eq=False)
@@ -74,7 +81,7 @@ class _Worker:
     process: asyncio.subprocess.Process
     reader: asyncio.StreamReader
     frames: FrameWriter
-    pending: dict[int, _Pending] = field(default_factory=dict)
+    calls: _Calls = field(default_factory=_Calls)
     """Calls sent and not answered, in the order sent: the worker runs the first `capacity`."""
     busy: int = 0
     listener: asyncio.Task[None] | None = None
@@ -113,7 +120,6 @@ class ProcessInvoker:
         self._python = python
         self._workers: list[_Worker] = []
         self._changed = asyncio.Condition()
-        self._ids = itertools.count(1)
         self._replacing: set[asyncio.Task[None]] = set()
         self._closed = False
         self._drains = 0
@@ -157,7 +163,7 @@ class ProcessInvoker:
     @property
     def held(self) -> int:
         """Calls sent to the workers and not answered yet: running, or queued behind."""
-        return sum(len(w.pending) for w in self._workers)
+        return sum(len(w.calls) for w in self._workers)
 
     def drain(self) -> None:
         """Calls not started now are answered `NotStarted`: those waiting for a worker, and
@@ -189,21 +195,19 @@ class ProcessInvoker:
         self, worker: _Worker, frame: Callable[[int], bytes], count: int
     ) -> list[msgspec.Raw] | None:
         assert self.info is not None
-        loop = asyncio.get_running_loop()
-        call_id = next(self._ids)
-        pending = _Pending(loop.create_future(), count, loop.create_future())
-        worker.pending[call_id] = pending
+        call = _Call(count, asyncio.get_running_loop().create_future())
+        request = worker.calls.open(call)
         self._mark_started(worker)
         try:
-            worker.frames.send(frame(call_id))
+            worker.frames.send(frame(request.id))
             await worker.frames.drain()
-            if not pending.started.done():  # queued behind calls it runs: not timed yet
-                await asyncio.wait((pending.started, pending.answer), return_when=FIRST_COMPLETED)
+            if not call.started.done():  # queued behind calls it runs: not timed yet
+                await asyncio.wait((call.started, request.answer), return_when=FIRST_COMPLETED)
             limit = self.info.timeout_s + self._kill_grace_s
             try:
-                outcomes = await asyncio.wait_for(asyncio.shield(pending.answer), limit)
+                outcomes = await asyncio.wait_for(asyncio.shield(request.answer), limit)
             except TimeoutError:
-                log.warning("worker killed: call ran past its timeout", extra={"call": call_id})
+                log.warning("worker killed: call ran past its timeout", extra={"call": request.id})
                 await self._retire(worker)
                 return [encode_outcome(self._timeout_failure())] * count
             if outcomes is None or outcomes[0] == _NOT_STARTED:
@@ -212,12 +216,12 @@ class ProcessInvoker:
             return outcomes
         except ConnectionError:
             await self._retire(worker)
-            if not pending.started.done():
+            if not call.started.done():
                 return None
             return [encode_outcome(_crashed("the worker's connection broke"))] * count
         finally:
             # Answered calls were taken off by the listener, which timed the next one already.
-            if worker.pending.pop(call_id, None) is not None:
+            if worker.calls.close(request.id):
                 self._mark_started(worker)
             async with self._changed:
                 worker.busy -= 1
@@ -225,11 +229,11 @@ class ProcessInvoker:
 
     def _mark_started(self, worker: _Worker) -> None:
         """The worker runs its first `capacity` calls (it starts them in the order sent)."""
-        for place, pending in enumerate(worker.pending.values()):
+        for place, request in enumerate(worker.calls):
             if place >= self.capacity:
                 return
-            if not pending.started.done():
-                pending.started.set_result(None)
+            if not request.context.started.done():
+                request.context.started.set_result(None)
 
     async def aclose(self) -> None:
         self._closed = True
@@ -301,22 +305,13 @@ class ProcessInvoker:
                 if frame is None:
                     break
                 if isinstance(frame, RawResult):
-                    pending = worker.pending.pop(frame.id, None)
-                    if pending is not None and not pending.answer.done():
-                        pending.answer.set_result(frame.outcomes)
+                    if worker.calls.answer(frame.id, frame.outcomes):
                         self._mark_started(worker)  # the next one runs now: time it
                 elif isinstance(frame, Drain):
                     worker.leaving = True
         except (RuntimeProtocolError, ConnectionError) as exc:
             log.error("worker connection failed", extra={"error": str(exc)})
-        for pending in list(worker.pending.values()):
-            if pending.answer.done():
-                continue
-            if pending.started.done() and not worker.leaving:
-                crashed = encode_outcome(_crashed("the worker process exited"))
-                pending.answer.set_result([crashed] * pending.count)
-            else:
-                pending.answer.set_result(None)  # it never ran: it goes to another worker
+        worker.calls.end(lambda request: _ended(request, worker.leaving))
         if worker.alive:
             await self._retire(worker)
 
@@ -375,6 +370,14 @@ class ProcessInvoker:
             " and its worker process was replaced",
             retryable=self.info.retry.retry_timeouts,
         )
+
+
+def _ended(request: Request[_Answer, _Call], leaving: bool) -> _Answer:
+    """The answer to a call left open when its worker's connection ended: `WorkerCrashed` if
+    it may have run, None (send it again) if it never ran."""
+    if request.context.started.done() and not leaving:
+        return [encode_outcome(_crashed("the worker process exited"))] * request.context.count
+    return None
 
 
 def _crashed(why: str) -> Failure:
