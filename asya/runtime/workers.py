@@ -311,7 +311,10 @@ class ProcessInvoker:
                     worker.leaving = True
         except (RuntimeProtocolError, ConnectionError) as exc:
             log.error("worker connection failed", extra={"error": str(exc)})
-        worker.calls.end(lambda request: _ended(request, worker.leaving))
+        finally:
+            # Also when cancelled (its worker was killed first): the calls queued behind go
+            # to another worker instead of waiting out a timeout here.
+            worker.calls.end(lambda request: _ended(request, worker.leaving))
         if worker.alive:
             await self._retire(worker)
 
