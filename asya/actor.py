@@ -5,6 +5,12 @@ it takes a `Context`), checks the options, records an `ActorSpec` in the registr
 target unchanged, so decorated code stays plain Python that tests can call directly. It does
 nothing else: no broker, no environment, no thread. The registry is the only global state in
 asya; `asya.handler` turns a spec into something callable, `asya.local` runs specs.
+
+Each option's name, type, bound and default is written once, as a field of `ActorOptions`:
+`@actor` validates its keywords against that Struct, `ActorSpec` extends it with what inspecting
+the target found, and the shapes other code reads are cut from it by field name: `ActorConfig`
+(what crosses the runtime socket), `Scaling` and `Resources`. `ActorKeywords` repeats the names
+and types for type checkers only, and a test holds it equal to `ActorOptions`.
 """
 
 from __future__ import annotations
@@ -15,8 +21,7 @@ import inspect
 import re
 import types
 import typing
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
 from typing import Annotated, Any, Final, TypedDict, TypeVar, Unpack, overload
 
 import msgspec
@@ -28,6 +33,7 @@ from asya.retry import RetryPolicy, RetrySchedule
 from asya.routing import route_name_problem
 
 T = TypeVar("T")
+_View = TypeVar("_View", bound=msgspec.Struct)
 
 SPEC_ATTRIBUTE: Final = "__asya_actor__"
 """Attribute `@actor` sets on its target, so a handler reference finds its spec."""
@@ -50,51 +56,112 @@ class CallStyle(enum.Enum):
         return self in (CallStyle.GENERATOR, CallStyle.ASYNC_GENERATOR)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Scaling:
-    """Replica bounds and the queue-depth rule of KEDA's RabbitMQ scaler."""
+_Positive = Annotated[int, msgspec.Meta(ge=1)]
+_NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+_PositiveSeconds = Annotated[float, msgspec.Meta(gt=0)]
+_Quantity = Annotated[str, msgspec.Meta(pattern=r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$")]
 
-    min_replicas: int = 0
+
+class _ChainOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """The options the message chain runs an actor with: `ActorOptions` and `ActorConfig` both
+    inherit them, so the wire form takes its fields and defaults from here."""
+
+    timeout_s: _PositiveSeconds = 300.0
+    """Longest a call may run, in seconds."""
+    concurrency: _Positive = 1
+    """Calls in flight per worker."""
+    batch: _Positive | None = None
+    """Payloads per call for a batch handler; None: one payload per call."""
+    batch_wait_ms: _NonNegative = 10
+    """Longest a batch waits to fill before it is called anyway, in milliseconds."""
+
+
+class ActorOptions(_ChainOptions, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The options `@actor(...)` takes, each with its type, bound and default.
+
+    Built by `msgspec.convert` from the decorator's keywords, which checks the bounds; a
+    direct construction does not check them.
+    """
+
+    name: str | None = None
+    """Actor name, also its queue name (DNS-1123); None: the target's name in kebab-case."""
+    retry: RetryPolicy = msgspec.field(default_factory=RetryPolicy)
+    """Which failures are tried again, how often, and after how long."""
+    min_replicas: _NonNegative = 0
     """Replicas kept when the queue is empty; 0 lets the actor scale to zero."""
-    max_replicas: int = 10
+    max_replicas: _Positive = 10
     """Most replicas the actor may scale to."""
-    queue_length: int = 5
+    queue_length: _Positive = 5
     """Messages (ready plus unacked) one replica is expected to handle."""
-    activation: int = 0
+    activation: _NonNegative = 0
     """Queue depth above which an actor at zero replicas is started."""
-    cooldown_s: float = 300.0
+    cooldown_s: Annotated[float, msgspec.Meta(ge=0)] = 300.0
     """Seconds of an idle queue before scaling back to `min_replicas`."""
-    polling_interval_s: float = 30.0
+    polling_interval_s: _PositiveSeconds = 30.0
     """Seconds between queue-depth checks on Kubernetes (the local runner polls faster)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Resources:
-    """What one replica asks the cluster for."""
-
-    cpu: str | None = None
-    """CPU request in Kubernetes notation (`500m`, `2`)."""
-    memory: str | None = None
-    """Memory request in Kubernetes notation (`512Mi`, `16Gi`)."""
-    gpus: int = 0
+    cpu: _Quantity | None = None
+    """CPU request per replica in Kubernetes notation (`500m`, `2`)."""
+    memory: _Quantity | None = None
+    """Memory request per replica in Kubernetes notation (`512Mi`, `16Gi`)."""
+    gpus: _NonNegative = 0
     """Whole GPUs per replica (`nvidia.com/gpu`)."""
+    pool: str | None = None
+    """The ResourcePool whose quota admits the actor's replicas on Kubernetes."""
+    priority: int = 0
+    """The actor's priority within its pool."""
+    cpu_fallback: bool = False
+    """A GPU actor's worker that finds no GPU free runs on CPU (no GPU visible to it) instead of
+    waiting for one; the local runner's choice (`asya dev`, `asya serve`), not the cluster's."""
+
+    @property
+    def scaling(self) -> Scaling:
+        """Replica bounds and the queue-depth rule."""
+        return _view(self, Scaling)
+
+    @property
+    def resources(self) -> Resources:
+        """What one replica asks the cluster for."""
+        return _view(self, Resources)
 
 
-class ActorConfig(msgspec.Struct, frozen=True, kw_only=True):
+class Scaling(msgspec.Struct, frozen=True, kw_only=True):
+    """Replica bounds and the queue-depth rule of KEDA's RabbitMQ scaler: `ActorOptions`' fields
+    of those names, documented and defaulted there."""
+
+    min_replicas: int
+    max_replicas: int
+    queue_length: int
+    activation: int
+    cooldown_s: float
+    polling_interval_s: float
+
+
+class Resources(msgspec.Struct, frozen=True, kw_only=True):
+    """What one replica asks the cluster for: `ActorOptions`' fields of those names."""
+
+    cpu: str | None
+    memory: str | None
+    gpus: int
+
+
+class ActorConfig(_ChainOptions, frozen=True, kw_only=True):
     """The options the message chain needs to run an actor: what the sidecar learns from the
     runtime (one Struct across the socket) and the local runner takes from the spec."""
 
     name: str
-    timeout_s: float = 300.0
-    concurrency: int = 1
-    batch: int | None = None
-    batch_wait_ms: int = 10
     retry: RetrySchedule = msgspec.field(default_factory=lambda: RetryPolicy().schedule)
+    """The retry policy's attempts and delays; its exception types stay with the worker."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class ActorSpec:
-    """Everything asya knows about one actor, fixed at decoration time."""
+def _view(options: ActorOptions, kind: type[_View], **given: Any) -> _View:
+    """`kind` holding `options`' fields of the same names, and `given` for the rest."""
+    picked = {name: getattr(options, name) for name in kind.__struct_fields__ if name not in given}
+    return kind(**picked, **given)
+
+
+class ActorSpec(ActorOptions, frozen=True, kw_only=True):
+    """Everything asya knows about one actor, fixed at decoration time: its options (the name
+    now decided) and what inspecting the target found."""
 
     name: str
     target: Callable[..., Any]
@@ -103,30 +170,11 @@ class ActorSpec:
     is_class: bool
     style: CallStyle
     takes_context: bool
-    concurrency: int = 1
-    timeout_s: float = 300.0
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    batch: int | None = None
-    batch_wait_ms: int = 10
-    scaling: Scaling = field(default_factory=Scaling)
-    resources: Resources = field(default_factory=Resources)
-    pool: str | None = None
-    priority: int = 0
-    cpu_fallback: bool = False
-    """A GPU actor's worker that finds no GPU free runs on CPU (no GPU visible to it) instead of
-    waiting for one; the local runner's choice (`asya dev`, `asya serve`), not the cluster's."""
 
     @property
     def config(self) -> ActorConfig:
         """The options the message chain runs this actor with."""
-        return ActorConfig(
-            name=self.name,
-            timeout_s=self.timeout_s,
-            concurrency=self.concurrency,
-            batch=self.batch,
-            batch_wait_ms=self.batch_wait_ms,
-            retry=self.retry.schedule,
-        )
+        return _view(self, ActorConfig, retry=self.retry.schedule)
 
     @property
     def ref(self) -> str:
@@ -134,14 +182,15 @@ class ActorSpec:
         return f"{self.module}:{self.qualname}"
 
 
-class ActorOptions(TypedDict, total=False):
-    """The options `@actor(...)` accepts; each is documented on ActorSpec, Scaling, Resources."""
+class ActorKeywords(TypedDict, total=False):
+    """The keywords `@actor(...)` takes, for type checkers: `ActorOptions`' fields, names and
+    types only (documented and defaulted there; a test holds the two equal)."""
 
-    name: str
+    name: str | None
     concurrency: int
     timeout_s: float
     retry: RetryPolicy
-    batch: int
+    batch: int | None
     batch_wait_ms: int
     min_replicas: int
     max_replicas: int
@@ -149,42 +198,15 @@ class ActorOptions(TypedDict, total=False):
     activation: int
     cooldown_s: float
     polling_interval_s: float
-    cpu: str
-    memory: str
+    cpu: str | None
+    memory: str | None
     gpus: int
-    pool: str
+    pool: str | None
     priority: int
     cpu_fallback: bool
 
 
-_Positive = Annotated[int, msgspec.Meta(ge=1)]
-_NonNegative = Annotated[int, msgspec.Meta(ge=0)]
-_PositiveSeconds = Annotated[float, msgspec.Meta(gt=0)]
-_Quantity = Annotated[str, msgspec.Meta(pattern=r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$")]
-
-
-class _CheckedOptions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    # Validation schema for ActorOptions (less `retry`, which is checked on its own).
-    name: str | None = None
-    concurrency: _Positive = 1
-    timeout_s: _PositiveSeconds = 300.0
-    batch: _Positive | None = None
-    batch_wait_ms: _NonNegative = 10
-    min_replicas: _NonNegative = 0
-    max_replicas: _Positive = 10
-    queue_length: _Positive = 5
-    activation: _NonNegative = 0
-    cooldown_s: Annotated[float, msgspec.Meta(ge=0)] = 300.0
-    polling_interval_s: _PositiveSeconds = 30.0
-    cpu: _Quantity | None = None
-    memory: _Quantity | None = None
-    gpus: _NonNegative = 0
-    pool: str | None = None
-    priority: int = 0
-    cpu_fallback: bool = False
-
-
-_OPTION_NAMES: Final = frozenset(ActorOptions.__annotations__)
+_OPTION_NAMES: Final = frozenset(ActorOptions.__struct_fields__)
 
 
 class Registry:
@@ -228,8 +250,8 @@ REGISTRY: Final = Registry()
 @overload
 def actor(target: T, /) -> T: ...
 @overload
-def actor(**options: Unpack[ActorOptions]) -> Callable[[T], T]: ...
-def actor(target: Any = None, /, **options: Unpack[ActorOptions]) -> Any:
+def actor(**options: Unpack[ActorKeywords]) -> Callable[[T], T]: ...
+def actor(target: Any = None, /, **options: Unpack[ActorKeywords]) -> Any:
     """Declare a function or class as an actor; returns it unchanged.
 
     Use bare (`@actor`) or with options (`@actor(gpus=1, batch=32)`).
@@ -262,14 +284,14 @@ def default_actor_name(obj: object) -> str:
     return kebab.strip("-")[:ACTOR_NAME_MAX_LENGTH]
 
 
-def build_spec(obj: Any, options: ActorOptions | dict[str, Any]) -> ActorSpec:
+def build_spec(obj: Any, options: Mapping[str, Any]) -> ActorSpec:
     """Inspect `obj` and check `options`; the work `@actor` does before registering.
 
     Raises:
         ActorDefinitionError: as for `actor`.
     """
     label = getattr(obj, "__qualname__", repr(obj))
-    checked, retry = _check_options(dict(options), label)
+    checked = _check_options(options, label)
     name = checked.name or default_actor_name(obj)
     problem = route_name_problem(name)
     if problem is not None:
@@ -294,48 +316,31 @@ def build_spec(obj: Any, options: ActorOptions | dict[str, Any]) -> ActorSpec:
             actor=name,
         )
     return ActorSpec(
-        name=name,
+        **(msgspec.structs.asdict(checked) | {"name": name}),
         target=obj,
         module=obj.__module__,
         qualname=obj.__qualname__,
         is_class=is_class,
         style=style,
         takes_context=takes_context,
-        concurrency=checked.concurrency,
-        timeout_s=checked.timeout_s,
-        retry=retry,
-        batch=checked.batch,
-        batch_wait_ms=checked.batch_wait_ms,
-        scaling=Scaling(
-            min_replicas=checked.min_replicas,
-            max_replicas=checked.max_replicas,
-            queue_length=checked.queue_length,
-            activation=checked.activation,
-            cooldown_s=checked.cooldown_s,
-            polling_interval_s=checked.polling_interval_s,
-        ),
-        resources=Resources(cpu=checked.cpu, memory=checked.memory, gpus=checked.gpus),
-        pool=checked.pool,
-        priority=checked.priority,
-        cpu_fallback=checked.cpu_fallback,
     )
 
 
-def _check_options(raw: dict[str, Any], label: str) -> tuple[_CheckedOptions, RetryPolicy]:
-    retry = raw.pop("retry", RetryPolicy())
+def _check_options(raw: Mapping[str, Any], label: str) -> ActorOptions:
     _reject_unknown(raw, label)
+    # Checked before the conversion, which would build a RetryPolicy out of a dict: only code
+    # can name the exception types, so a policy is always written as one.
+    if "retry" in raw and not isinstance(raw["retry"], RetryPolicy):
+        raise ActorDefinitionError(
+            f"@actor on {label}: retry must be an asya.retry.RetryPolicy, got {raw['retry']!r}"
+        )
     try:
-        checked = msgspec.convert(raw, _CheckedOptions)
+        return msgspec.convert(dict(raw), ActorOptions)
     except msgspec.ValidationError as exc:
         raise ActorDefinitionError(f"@actor on {label}: invalid option: {exc}") from exc
-    if not isinstance(retry, RetryPolicy):
-        raise ActorDefinitionError(
-            f"@actor on {label}: retry must be an asya.retry.RetryPolicy, got {retry!r}"
-        )
-    return checked, retry
 
 
-def _reject_unknown(raw: dict[str, Any], label: str) -> None:
+def _reject_unknown(raw: Mapping[str, Any], label: str) -> None:
     for key in raw:
         if key not in _OPTION_NAMES:
             close = difflib.get_close_matches(key, sorted(_OPTION_NAMES), n=1)

@@ -4,7 +4,7 @@ The `@actor` decorator is the source of truth for an app's actors; these values 
 reaches a cluster. Each actor becomes an entry under `actors`, keyed by its name, holding the
 AsyncActor `spec` fields (camelCase, as the CRD names them) that its decorator sets to a value
 other than asya's default. A field left out takes the CRD's default, which is the same number
-(a test holds the CRD, `ActorSpec` and the charts to that), so the chart, the cluster and
+(a test holds the CRD, `ActorOptions` and the charts to that), so the chart, the cluster and
 `asya dev` agree without repeating every default in every values file.
 
 What a decorator cannot say (the image, a flavor, env, the broker Secret) comes from
@@ -20,16 +20,13 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from asya.actor import ActorSpec, Resources, Scaling
+from asya.actor import ActorOptions, ActorSpec
 from asya.errors import AsyaError
-from asya.retry import RetryPolicy
 
-_SCALING: Final = Scaling()
-_RESOURCES: Final = Resources()
-_RETRY: Final = RetryPolicy()
-_SPEC_DEFAULTS: Final = {
-    f.name: f.default for f in dataclasses.fields(ActorSpec) if f.default is not dataclasses.MISSING
-}
+_DEFAULTS: Final = ActorOptions()
+_SCALING: Final = _DEFAULTS.scaling
+_RESOURCES: Final = _DEFAULTS.resources
+_RETRY: Final = _DEFAULTS.retry
 
 # Decorator field -> AsyncActor field, for the fields that map one to one.
 _SCALING_FIELDS: Final = (
@@ -110,9 +107,9 @@ def _actor_values(spec: ActorSpec, rounded: list[Rounded]) -> dict[str, Any]:
     }
     if resources:
         entry["resources"] = resources
-    if spec.concurrency != _SPEC_DEFAULTS["concurrency"]:
+    if spec.concurrency != _DEFAULTS.concurrency:
         entry["concurrency"] = spec.concurrency
-    if spec.timeout_s != _SPEC_DEFAULTS["timeout_s"]:
+    if spec.timeout_s != _DEFAULTS.timeout_s:
         entry["timeoutSeconds"] = float(spec.timeout_s)
     retry = _changed(spec.retry, _RETRY, _RETRY_FIELDS)
     if retry:
@@ -123,7 +120,7 @@ def _actor_values(spec: ActorSpec, rounded: list[Rounded]) -> dict[str, Any]:
         entry["batch"] = {"size": spec.batch, "waitMs": spec.batch_wait_ms}
     if spec.pool is not None:
         entry["pool"] = spec.pool
-    if spec.priority != _SPEC_DEFAULTS["priority"]:
+    if spec.priority != _DEFAULTS.priority:
         entry["priority"] = spec.priority
     return entry
 

@@ -13,7 +13,6 @@ which only code can name: those stay the decorator's.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Annotated, Any, Final
 
 import msgspec
@@ -85,4 +84,4 @@ def apply_overrides(spec: ActorSpec, overrides: ActorOverrides) -> ActorSpec:
         changes["batch"] = overrides.batch.size
         if overrides.batch.wait_ms is not None:
             changes["batch_wait_ms"] = overrides.batch.wait_ms
-    return dataclasses.replace(spec, **changes) if changes else spec
+    return msgspec.structs.replace(spec, **changes) if changes else spec

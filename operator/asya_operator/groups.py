@@ -3,7 +3,7 @@
 An ActorGroup is a gang: its members (actor templates with replica counts) are admitted
 together, whole, or not at all; `spec.replicas` is the number of gang instances, which KEDA
 may drive through the scale subresource. The member's template reuses the AsyncActor's
-sub-structs (resources, env, broker), and defaults are asya's (`ActorSpec`'s priority,
+sub-structs (resources, env, broker), and defaults are asya's (`ActorOptions`' priority,
 `ReadinessPolicy`'s timeout and backoff), never retyped. `asya_operator.crds` builds the CRD
 from these Structs; `asya_operator.scenario` turns each instance into an admission workload
 for `asya-operator plan`, and the controller (`asya_operator.group_controller`) runs them.
@@ -16,12 +16,11 @@ limits below keep those names within what Kubernetes accepts.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Annotated, Any, ClassVar, Final
 
 import msgspec
 
-from asya.actor import ActorSpec
+from asya.actor import ActorOptions
 from asya.admission.readiness import GangPhase, ReadinessPolicy
 from asya.envelope import ACTOR_NAME_PATTERN
 from asya_operator.resources import (
@@ -60,9 +59,7 @@ MEMBER_ACTOR_NAME_MAX_LENGTH: Final = 48
 """Longest `{group}-{member}`: its StatefulSet `{group}-{member}-{instance}` must stay within
 52 characters, the most a StatefulSet name may have for its pods' revision-hash label."""
 
-_ACTOR_SPEC_DEFAULTS: Final = {
-    f.name: f.default for f in dataclasses.fields(ActorSpec) if f.default is not dataclasses.MISSING
-}
+_ACTOR_DEFAULTS: Final = ActorOptions()
 _READINESS: Final = ReadinessPolicy()
 
 
@@ -206,7 +203,7 @@ class ActorGroupSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
             "Admission priority within the pool (and its cohort); higher goes first and may"
             " preempt lower as the pool's preemption policy allows (a gang whole)."
         ),
-    ] = _ACTOR_SPEC_DEFAULTS["priority"]
+    ] = _ACTOR_DEFAULTS.priority
     readiness_timeout_seconds: Annotated[
         int,
         doc(

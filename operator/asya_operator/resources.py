@@ -4,9 +4,9 @@ One source of truth: `asya_operator.crds` builds the CRDs (schemas, defaults, de
 rules) from these Structs, and the operator will decode CRs into them. Field names are camelCase
 on the wire (`min_replicas` is `minReplicas`).
 
-Defaults are asya's, never retyped: they are read from `asya.actor.Scaling`, `Resources`,
-`ActorSpec` and `asya.retry.RetryPolicy`, so a CR that leaves a field out gets the number an
-`@actor` without that option gets.
+Defaults are asya's, never retyped: they are read from `asya.actor.ActorOptions` (its
+`scaling`, `resources` and `retry` among them), so a CR that leaves a field out gets the number
+an `@actor` without that option gets.
 
 Which side decides what, for the fields that `@actor(...)` also has:
 - **Scheduling** (`scaling`, `resources`, `flavor`, `pool`, `priority`) is the CR's. The operator
@@ -21,14 +21,12 @@ Which side decides what, for the fields that `@actor(...)` also has:
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Annotated, Any, ClassVar, Final, Literal
 
 import msgspec
 
-from asya.actor import ActorSpec, Resources, Scaling
+from asya.actor import ActorOptions
 from asya.envelope import ACTOR_NAME_MAX_LENGTH, ACTOR_NAME_PATTERN
-from asya.retry import RetryPolicy
 
 GROUP: Final = "asya.sh"
 """API group of asya's custom resources."""
@@ -62,12 +60,10 @@ QUANTITY_PATTERN: Final = (
 DNS_SUBDOMAIN_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 """A Kubernetes object name (DNS-1123 subdomain), such as a ResourceFlavor's or a Secret's."""
 
-_SCALING: Final = Scaling()
-_RESOURCES: Final = Resources()
-_RETRY: Final = RetryPolicy()
-_ACTOR_SPEC_DEFAULTS: Final = {
-    f.name: f.default for f in dataclasses.fields(ActorSpec) if f.default is not dataclasses.MISSING
-}
+_DEFAULTS: Final = ActorOptions()
+_SCALING: Final = _DEFAULTS.scaling
+_RESOURCES: Final = _DEFAULTS.resources
+_RETRY: Final = _DEFAULTS.retry
 
 
 def whole_seconds(seconds: float) -> int:
@@ -346,14 +342,14 @@ class AsyncActorSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
             " admitted number (status.admittedReplicas), never more than desired; unset = no"
             " quota, every desired replica runs."
         ),
-    ] = _ACTOR_SPEC_DEFAULTS["pool"]
+    ] = _DEFAULTS.pool
     priority: Annotated[
         int,
         doc(
             "Admission priority within the pool (and its cohort); higher goes first and may"
             " preempt lower as the pool's preemption policy allows."
         ),
-    ] = _ACTOR_SPEC_DEFAULTS["priority"]
+    ] = _DEFAULTS.priority
     broker: Annotated[BrokerRef, doc("The Secret holding the broker's URLs.")] = msgspec.field(
         default_factory=BrokerRef
     )

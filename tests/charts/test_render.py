@@ -3,7 +3,6 @@ a cluster would run, each step real (the app imported, Helm rendering, the opera
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ import yaml
 from asya_operator import cli as operator_cli
 from asya_operator.crds import async_actor_crd
 
-from asya.actor import ActorSpec
+from asya.actor import ActorOptions
 from asya.cli import main as asya_main
 from asya.local.discovery import load_app
 from tests.charts.chart_checks import (
@@ -27,9 +26,7 @@ from tests.operator.cr_validation import apply_defaults, openapi_schema
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
 IMAGE = "example/quickstart:1"
-_SPEC_DEFAULTS = {
-    f.name: f.default for f in dataclasses.fields(ActorSpec) if f.default is not dataclasses.MISSING
-}
+DEFAULTS = ActorOptions()
 
 
 @pytest.fixture
@@ -67,8 +64,8 @@ def test_the_quickstart_renders_one_async_actor_per_actor_with_its_decorators_se
             "cooldownPeriod": scaling.cooldown_s,
         }
         assert spec["resources"]["gpus"] == decorator.resources.gpus
-        assert spec.get("concurrency", _SPEC_DEFAULTS["concurrency"]) == decorator.concurrency
-        assert spec.get("timeoutSeconds", _SPEC_DEFAULTS["timeout_s"]) == decorator.timeout_s
+        assert spec.get("concurrency", DEFAULTS.concurrency) == decorator.concurrency
+        assert spec.get("timeoutSeconds", DEFAULTS.timeout_s) == decorator.timeout_s
         retry = spec.get("retry", {"maxAttempts": 3, "baseDelayMs": 1000})
         assert (retry["maxAttempts"], retry["baseDelayMs"]) == (
             decorator.retry.max_attempts,

@@ -35,7 +35,7 @@ from typing import Any
 import aiohttp
 from asya_operator.crds import all_crds
 
-from asya.actor import Scaling
+from asya.actor import ActorOptions
 from asya.local.autoscale import ScaleState, next_scale
 
 _log = logging.getLogger(__name__)
@@ -119,13 +119,13 @@ class Keda:
         if depth is None:
             return
         self.depths.append((settings["queueName"], depth))
-        scaling = Scaling(
+        scaling = ActorOptions(
             min_replicas=int(spec.get("minReplicaCount", 0)),
             max_replicas=int(spec.get("maxReplicaCount", 100)),
             queue_length=int(settings["value"]),
             activation=int(settings.get("activationValue", 0)),
             cooldown_s=float(spec.get("cooldownPeriod", 300)),
-        )
+        ).scaling
         target = spec["scaleTargetRef"]
         collection, replicas_path = self._targets[target["apiVersion"], target["kind"]]
         base, plural = collection.rsplit("/", 1)

@@ -3,15 +3,13 @@ ResourcePool or ActorGroup means what it means in a scenario file or an `@actor`
 
 from __future__ import annotations
 
-import dataclasses
-
 import msgspec
 import pytest
 from asya_operator.crds import actor_group_crd, resource_pool_crd
 from asya_operator.groups import ActorGroup, ActorGroupSpec, desired_instances
 from asya_operator.pools import ResourcePoolSpec
 
-from asya.actor import ActorSpec
+from asya.actor import ActorOptions
 from asya.admission.model import Pool, Preemption
 from asya.admission.readiness import ReadinessPolicy
 from tests.operator.cr_validation import apply_defaults, openapi_schema
@@ -52,10 +50,7 @@ def test_a_pool_left_at_its_defaults_queues_and_preempts_as_a_scenario_pool_does
 @pytest.mark.parametrize(
     ("field", "expected"),
     [
-        (
-            "priority",
-            next(f.default for f in dataclasses.fields(ActorSpec) if f.name == "priority"),
-        ),
+        ("priority", ActorOptions().priority),
         ("readinessTimeoutSeconds", int(ReadinessPolicy().timeout_s)),
         (
             "requeuing",

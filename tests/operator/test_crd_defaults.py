@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import msgspec
@@ -10,34 +9,26 @@ import pytest
 from asya_operator.crds import async_actor_crd
 from asya_operator.resources import AsyncActorSpec
 
-from asya.actor import ActorSpec, Resources, Scaling
+from asya.actor import ActorOptions
 from asya.retry import RetryPolicy
 from tests.operator.cr_validation import apply_defaults, openapi_schema
 
-
-def dataclass_default(cls: type, name: str) -> Any:
-    (field,) = (f for f in dataclasses.fields(cls) if f.name == name)
-    if field.default is not dataclasses.MISSING:
-        return field.default
-    return field.default_factory()  # type: ignore[misc]
-
-
-# (path under spec, the dataclass whose default it is, that dataclass's field)
+# (path under spec, the class whose default it is, that class's field)
 DEFAULTED = [
-    ("scaling.minReplicas", Scaling, "min_replicas"),
-    ("scaling.maxReplicas", Scaling, "max_replicas"),
-    ("scaling.queueLength", Scaling, "queue_length"),
-    ("scaling.activationQueueLength", Scaling, "activation"),
-    ("scaling.pollingInterval", Scaling, "polling_interval_s"),
-    ("scaling.cooldownPeriod", Scaling, "cooldown_s"),
-    ("resources.gpus", Resources, "gpus"),
+    ("scaling.minReplicas", ActorOptions, "min_replicas"),
+    ("scaling.maxReplicas", ActorOptions, "max_replicas"),
+    ("scaling.queueLength", ActorOptions, "queue_length"),
+    ("scaling.activationQueueLength", ActorOptions, "activation"),
+    ("scaling.pollingInterval", ActorOptions, "polling_interval_s"),
+    ("scaling.cooldownPeriod", ActorOptions, "cooldown_s"),
+    ("resources.gpus", ActorOptions, "gpus"),
     ("retry.maxAttempts", RetryPolicy, "max_attempts"),
     ("retry.baseDelayMs", RetryPolicy, "base_delay_ms"),
     ("retry.factor", RetryPolicy, "factor"),
     ("retry.maxDelayMs", RetryPolicy, "max_delay_ms"),
     ("retry.jitter", RetryPolicy, "jitter"),
     ("retry.retryTimeouts", RetryPolicy, "retry_timeouts"),
-    ("priority", ActorSpec, "priority"),
+    ("priority", ActorOptions, "priority"),
 ]
 
 # Unset in the CR means "the decorator's value", so the CRD gives these no default.
@@ -68,7 +59,7 @@ def schema_at(schema: dict[str, Any], dotted: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("path", "cls", "name"), DEFAULTED, ids=[row[0] for row in DEFAULTED])
 def test_a_field_left_out_gets_asyas_default_in_the_crd_and_the_model(path, cls, name):
-    expected = dataclass_default(cls, name)
+    expected = getattr(cls(), name)
     spec_schema = schema_at(openapi_schema(async_actor_crd()), "spec")
     assert schema_at(spec_schema, path)["default"] == expected
     assert at(apply_defaults(MINIMAL, spec_schema), path) == expected

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from asya.actor import Scaling
+from asya.actor import ActorOptions, Scaling
 from asya.local.autoscale import ScaleState, next_scale
 
-RULE = Scaling(min_replicas=0, max_replicas=10, queue_length=5, activation=0, cooldown_s=60)
+
+def rule(**options) -> Scaling:
+    """The scaling of an actor declared with `options` (the rest at their defaults)."""
+    return ActorOptions(**options).scaling
+
+
+RULE = rule(min_replicas=0, max_replicas=10, queue_length=5, activation=0, cooldown_s=60)
 
 
 @pytest.mark.parametrize(
@@ -17,10 +23,10 @@ RULE = Scaling(min_replicas=0, max_replicas=10, queue_length=5, activation=0, co
         pytest.param(RULE, 0, 1, 1, id="one-message-activates"),
         pytest.param(RULE, 0, 11, 3, id="ceil-of-depth-over-queue-length"),
         pytest.param(RULE, 1, 500, 10, id="clamped-to-max"),
-        pytest.param(Scaling(min_replicas=2, queue_length=5), 0, 0, 2, id="min-kept-when-idle"),
-        pytest.param(Scaling(min_replicas=2, queue_length=5), 0, 1, 2, id="min-when-active"),
-        pytest.param(Scaling(activation=10, queue_length=5), 0, 10, 0, id="at-activation-stays"),
-        pytest.param(Scaling(activation=10, queue_length=5), 0, 11, 3, id="above-activation"),
+        pytest.param(rule(min_replicas=2, queue_length=5), 0, 0, 2, id="min-kept-when-idle"),
+        pytest.param(rule(min_replicas=2, queue_length=5), 0, 1, 2, id="min-when-active"),
+        pytest.param(rule(activation=10, queue_length=5), 0, 10, 0, id="at-activation-stays"),
+        pytest.param(rule(activation=10, queue_length=5), 0, 11, 3, id="above-activation"),
         pytest.param(RULE, 2, 40, 8, id="scales-up-at-once"),
     ],
 )
