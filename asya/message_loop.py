@@ -228,19 +228,18 @@ class MessageLoop:
         if first is None:
             return []
         messages = [first]
+        if self._batch == 1:
+            return messages
+        # One deadline for the whole batch, not a timer (and a task) per message; a `get` that
+        # the deadline cancels takes nothing off the queue.
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._batch_wait_s
-        while len(messages) < self._batch:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            try:
-                message = await asyncio.wait_for(subscription.get(), remaining)
-            except TimeoutError:
-                break
-            if message is None:
-                break
-            messages.append(message)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout_at(loop.time() + self._batch_wait_s):
+                while len(messages) < self._batch:
+                    message = await subscription.get()
+                    if message is None:
+                        break
+                    messages.append(message)
         return messages
 
     async def _run(self, messages: Sequence[Message]) -> None:

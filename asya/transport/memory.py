@@ -4,10 +4,15 @@ Carries bytes, like a broker, so serialization, size limits and malformed bodies
 they do on RabbitMQ. Same guarantees as every transport (see `asya.transport.base`): unknown
 actors raise on publish, prefetch bounds what a subscription holds, a subscription settles
 only what it holds itself and a closed one requeues what it still owns, delayed publishes run
-on the event loop's clock. On top, `join()`
-waits until the whole mesh is quiet — nothing ready, unacked or delayed — which is how the local
-runner knows a run is over and how tests wait for every envelope's fate. Its end records
-(`records`) are kept in lists, read the same way as the broker's streams.
+on the event loop's clock. On top, `join()` waits until the whole mesh is quiet — nothing
+ready, unacked or delayed — which is how the local runner knows a run is over and how tests
+wait for every envelope's fate. Its end records (`records`) are kept in lists, read the same
+way as the broker's streams.
+
+Everything runs on one event loop and no step awaits in between, so there are no locks: a
+change wakes only who may gain from it (the waiting consumers of that queue; `join` while it
+waits), not every waiter of the mesh. The local runner moves every envelope through here,
+so that is its hot path.
 """
 
 from __future__ import annotations
@@ -28,6 +33,19 @@ from asya.transport.memory_records import MemoryRecordStore
 class _Queue:
     ready: collections.deque[Message] = field(default_factory=collections.deque)
     unacked: dict[int, Message] = field(default_factory=dict)
+    waiting: list[asyncio.Future[None]] = field(default_factory=list)
+    """Consumers of this queue waiting for a message, or for room under their prefetch."""
+
+    def wake(self) -> None:
+        """Something changed for this queue's consumers: each looks again."""
+        _wake(self.waiting)
+
+
+def _wake(waiting: list[asyncio.Future[None]]) -> None:
+    for waiter in waiting:
+        if not waiter.done():
+            waiter.set_result(None)
+    waiting.clear()
 
 
 class MemorySubscription:
@@ -44,33 +62,35 @@ class MemorySubscription:
     async def get(self) -> Message | None:
         """The next message, or None once closed. Cancelling it takes nothing off the queue."""
         queue = self._transport._queue(self._actor)
-        async with self._transport._changed:
-            await self._transport._changed.wait_for(
-                lambda: (
-                    self._closed
-                    or (
-                        not self._paused and bool(queue.ready) and len(self._owned) < self._prefetch
-                    )
-                )
-            )
-            if self._closed:
-                return None
-            message = queue.ready.popleft()
-            queue.unacked[message.tag] = message
-            self._owned.add(message.tag)
-            return message
+        while not self._closed:
+            if not self._paused and queue.ready and len(self._owned) < self._prefetch:
+                message = queue.ready.popleft()
+                queue.unacked[message.tag] = message
+                self._owned.add(message.tag)
+                return message
+            # Taken only after waking, in the same step: a cancelled wait takes nothing.
+            waiter = asyncio.get_running_loop().create_future()
+            queue.waiting.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter in queue.waiting:  # not woken: nobody else will take it off
+                    queue.waiting.remove(waiter)
+                raise
+        return None
 
     async def ack(self, message: Message) -> None:
-        async with self._transport._changed:
-            if self._release(message.tag) is not None:
-                self._transport._changed.notify_all()
+        if self._release(message.tag) is not None:
+            self._transport._queue(self._actor).wake()  # room under the prefetch
+            self._transport._changed()
 
     async def requeue(self, message: Message) -> None:
-        async with self._transport._changed:
-            held = self._release(message.tag)
-            if held is not None:
-                self._transport._queue(self._actor).ready.appendleft(_redelivered(held))
-                self._transport._changed.notify_all()
+        held = self._release(message.tag)
+        if held is not None:
+            queue = self._transport._queue(self._actor)
+            queue.ready.appendleft(_redelivered(held))
+            queue.wake()
+            self._transport._changed()
 
     def _release(self, tag: int) -> Message | None:
         """Take `tag` off what this subscription holds; None if it holds no such message."""
@@ -80,25 +100,23 @@ class MemorySubscription:
         return self._transport._queue(self._actor).unacked.pop(tag)
 
     async def pause(self) -> None:
-        async with self._transport._changed:
-            self._paused = True
+        self._paused = True
 
     async def resume(self) -> None:
-        async with self._transport._changed:
-            self._paused = False
-            self._transport._changed.notify_all()
+        self._paused = False
+        self._transport._queue(self._actor).wake()
 
     async def close(self) -> None:
-        async with self._transport._changed:
-            self._closed = True
-            queue = self._transport._queue(self._actor)
-            for tag in sorted(self._owned, reverse=True):
-                message = queue.unacked.pop(tag, None)
-                if message is not None:
-                    queue.ready.appendleft(_redelivered(message))
-            self._owned.clear()
-            self._transport._subscriptions.discard(self)
-            self._transport._changed.notify_all()
+        self._closed = True
+        queue = self._transport._queue(self._actor)
+        for tag in sorted(self._owned, reverse=True):
+            message = queue.unacked.pop(tag, None)
+            if message is not None:
+                queue.ready.appendleft(_redelivered(message))
+        self._owned.clear()
+        self._transport._subscriptions.discard(self)
+        queue.wake()
+        self._transport._changed()
 
 
 class MemoryReplyQueue:
@@ -130,7 +148,8 @@ class MemoryTransport:
         self.parked: list[tuple[bytes, str]] = []
         """What end actors could not record, with why: the parking queue of this transport."""
         self._queues: dict[str, _Queue] = {}
-        self._changed = asyncio.Condition()
+        self._joining: list[asyncio.Future[None]] = []
+        """`join` calls waiting for the mesh to be quiet."""
         self._tags = itertools.count(1)
         self._delayed: set[asyncio.TimerHandle] = set()
         self._firing: set[asyncio.Task[None]] = set()
@@ -171,13 +190,13 @@ class MemoryTransport:
     async def _put(
         self, actor: str, body: bytes, handle: asyncio.TimerHandle | None = None
     ) -> None:
-        async with self._changed:
-            # The delay ends and the message lands in one step, so the mesh never looks quiet
-            # in between.
-            if handle is not None:
-                self._delayed.discard(handle)
-            self._queue(actor).ready.append(Message(actor, body, next(self._tags)))
-            self._changed.notify_all()
+        # The delay ends and the message lands in one step, so the mesh never looks quiet in
+        # between.
+        if handle is not None:
+            self._delayed.discard(handle)
+        queue = self._queue(actor)
+        queue.ready.append(Message(actor, body, next(self._tags)))
+        queue.wake()
 
     async def subscribe(self, actor: str, *, prefetch: int) -> MemorySubscription:
         self._queue(actor)
@@ -217,8 +236,16 @@ class MemoryTransport:
 
     async def join(self) -> None:
         """Wait until the mesh is quiet (see `is_quiet`)."""
-        async with self._changed:
-            await self._changed.wait_for(self.is_quiet)
+        while not self.is_quiet():
+            waiter = asyncio.get_running_loop().create_future()
+            self._joining.append(waiter)
+            await waiter
+
+    def _changed(self) -> None:
+        """A message was settled or given back: `join` looks again (only then can the mesh
+        turn quiet; a publish never makes it so)."""
+        if self._joining:
+            _wake(self._joining)
 
     async def aclose(self) -> None:
         self._closed = True

@@ -70,3 +70,28 @@ def test_the_wait_counts_from_each_batchs_first_message():
     )
 
     assert seen == [(0.05, 2), (0.12, 1)]
+
+
+def test_with_no_wait_a_batch_takes_what_is_already_queued_and_waits_for_nothing_more():
+    async def queued_first() -> list[tuple[float, int]]:
+        transport = MemoryTransport()
+        await transport.declare("a")
+        for n in range(5):
+            await transport.publish("a", b"m%d" % n)
+        seen: list[tuple[float, int]] = []
+        loop = asyncio.get_running_loop()
+        done = asyncio.Event()
+
+        async def handle(messages: Sequence[Message]) -> list[Settle]:
+            seen.append((round(loop.time(), 3), len(messages)))
+            if sum(size for _, size in seen) == 5:
+                done.set()
+            return [Settle.ACK] * len(messages)
+
+        message_loop = MessageLoop(transport, "a", OnePhase(handle), batch=8, batch_wait_ms=0)
+        await message_loop.start()
+        await done.wait()
+        await message_loop.stop(1)
+        return seen
+
+    assert on_loop_time(queued_first) == [(0.0, 5)]
