@@ -25,12 +25,12 @@ from asya.runtime.frames import (
     Drain,
     Fault,
     Frame,
+    FrameReader,
     FrameWriter,
     Ping,
     Pong,
     Result,
     encode_frame,
-    read_frame,
 )
 from asya.runtime.requests import Request, Requests
 from asya.settings import env_var
@@ -165,9 +165,10 @@ class RuntimeClient:
 
     async def _listen(self, reader: asyncio.StreamReader) -> None:
         why = "the runtime closed the connection"
+        frames = FrameReader(reader)
         try:
             while True:
-                frame = await read_frame(reader, self._read_bytes)
+                frame = await frames.read(self._read_bytes)
                 if frame is None:
                     break
                 if isinstance(frame, Pong):

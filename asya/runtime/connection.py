@@ -35,6 +35,7 @@ from asya.runtime.frames import (
     Fault,
     Frame,
     FrameBounds,
+    FrameReader,
     FrameWriter,
     Ping,
     Pong,
@@ -44,8 +45,6 @@ from asya.runtime.frames import (
     Result,
     decode_outcome,
     encode_frame,
-    read_frame,
-    read_raw_frame,
 )
 
 log = logging.getLogger(__name__)
@@ -83,13 +82,12 @@ class Connection(abc.ABC, Generic[_I]):
         *,
         frame_timeout_s: float = FRAME_TIMEOUT_S,
     ) -> None:
-        self._reader = reader
+        self._frames_in = FrameReader(reader, timeout_s=frame_timeout_s)
         self._writer = writer
         self._invoker = invoker
         self._info = info
         self._capacity = capacity
         self._bounds = bounds
-        self._frame_timeout_s = frame_timeout_s
         self._frames = FrameWriter(writer)
         self.in_flight: set[asyncio.Task[None]] = set()
 
@@ -174,9 +172,7 @@ class WorkerConnection(Connection[Invoker]):
     `LocalInvoker`, and its outcomes checked and fitted to the bounds."""
 
     async def _read(self) -> Frame | None:
-        return await read_frame(
-            self._reader, self._bounds.call_bytes, timeout_s=self._frame_timeout_s
-        )
+        return await self._frames_in.read(self._bounds.call_bytes)
 
     def _call(self, frame: Frame | RawFrame) -> Coroutine[Any, Any, None] | None:
         return self._answer(frame) if isinstance(frame, Call) else None
@@ -190,9 +186,7 @@ class ForwardingConnection(Connection[ForwardedInvoker]):
     as msgpack, never decoded here, and their outcomes sent back as the worker wrote them."""
 
     async def _read(self) -> RawFrame | None:
-        return await read_raw_frame(
-            self._reader, self._bounds.call_bytes, timeout_s=self._frame_timeout_s
-        )
+        return await self._frames_in.read_raw(self._bounds.call_bytes)
 
     def _call(self, frame: Frame | RawFrame) -> Coroutine[Any, Any, None] | None:
         return self._forward(frame) if isinstance(frame, RawCall) else None

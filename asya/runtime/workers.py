@@ -37,6 +37,7 @@ from asya.runtime.frames import (
     Drain,
     Fault,
     FrameBounds,
+    FrameReader,
     FrameWriter,
     Ping,
     Pong,
@@ -45,8 +46,6 @@ from asya.runtime.frames import (
     decode_outcome,
     encode_frame,
     encode_outcome,
-    read_frame,
-    read_raw_frame,
 )
 from asya.runtime.requests import Request, Requests
 from asya.settings import env_var
@@ -79,7 +78,7 @@ _Calls = Requests[_Answer, _Call]
 @dataclass(eq=False)
 class _Worker:
     process: asyncio.subprocess.Process
-    reader: asyncio.StreamReader
+    reader: FrameReader
     frames: FrameWriter
     calls: _Calls = field(default_factory=_Calls)
     """Calls sent and not answered, in the order sent: the worker runs the first `capacity`."""
@@ -275,7 +274,7 @@ class ProcessInvoker:
         finally:
             child.close()
         reader, writer = await asyncio.open_unix_connection(sock=parent)
-        worker = _Worker(process, reader, FrameWriter(writer))
+        worker = _Worker(process, FrameReader(reader), FrameWriter(writer))
         try:
             pong = await asyncio.wait_for(self._handshake(worker), self._start_timeout_s)
         except (TimeoutError, ActorDefinitionError, RuntimeProtocolError, ConnectionError):
@@ -288,7 +287,7 @@ class ProcessInvoker:
     async def _handshake(self, worker: _Worker) -> Pong:
         worker.frames.send(encode_frame(Ping(0)))
         await worker.frames.drain()
-        frame = await read_frame(worker.reader, HANDSHAKE_FRAME_BYTES)
+        frame = await worker.reader.read(HANDSHAKE_FRAME_BYTES)
         if isinstance(frame, Pong):
             return frame
         if isinstance(frame, Fault):
@@ -301,7 +300,7 @@ class ProcessInvoker:
     async def _listen(self, worker: _Worker) -> None:
         try:
             while True:
-                frame = await read_raw_frame(worker.reader, worker.result_bytes)
+                frame = await worker.reader.read_raw(worker.result_bytes)
                 if frame is None:
                     break
                 if isinstance(frame, RawResult):

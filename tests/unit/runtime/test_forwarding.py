@@ -14,12 +14,12 @@ from asya.outcome import Failure, Success
 from asya.runtime.connection import ForwardingConnection
 from asya.runtime.frames import (
     Call,
+    FrameReader,
     RawResult,
     Result,
     encode_frame,
     encode_outcome,
     frame_bounds,
-    read_frame,
 )
 from tests.factories import envelope
 
@@ -65,7 +65,7 @@ async def test_a_call_reaches_the_invoker_as_sent_and_its_outcomes_come_back_as_
 
     writer.write(encode_frame(Call(7, envelopes)))
     await writer.drain()
-    answer = await asyncio.wait_for(read_frame(reader, bounds.result_bytes), 10)
+    answer = await asyncio.wait_for(FrameReader(reader).read(bounds.result_bytes), 10)
     writer.close()
     await serving
     await connection.close()

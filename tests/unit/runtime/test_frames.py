@@ -17,11 +17,11 @@ from asya.runtime.client import RuntimeClient
 from asya.runtime.frames import (
     HANDSHAKE_FRAME_BYTES,
     PROTOCOL,
+    FrameReader,
     Ping,
     Pong,
     encode_frame,
     frame_bounds,
-    read_frame,
 )
 
 
@@ -55,7 +55,7 @@ async def refusal(path: str, pong: Callable[[int], bytes]) -> RuntimeProtocolErr
     served = asyncio.Event()
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        frame = await read_frame(reader, HANDSHAKE_FRAME_BYTES)
+        frame = await FrameReader(reader).read(HANDSHAKE_FRAME_BYTES)
         assert isinstance(frame, Ping)
         writer.write(pong(frame.id))
         await writer.drain()

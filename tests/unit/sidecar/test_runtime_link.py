@@ -14,11 +14,11 @@ from asya.runtime.frames import (
     HANDSHAKE_FRAME_BYTES,
     PROTOCOL,
     Call,
+    FrameReader,
     Ping,
     Pong,
     encode_frame,
     frame_bounds,
-    read_frame,
 )
 from tests.factories import envelope, rng
 
@@ -48,8 +48,9 @@ class DyingRuntime:
         await self._server.wait_closed()
 
     async def _serve(self, reader, writer):
+        frames = FrameReader(reader)
         while True:
-            frame = await read_frame(reader, self._bounds.call_bytes + HANDSHAKE_FRAME_BYTES)
+            frame = await frames.read(self._bounds.call_bytes + HANDSHAKE_FRAME_BYTES)
             if isinstance(frame, Ping):
                 writer.write(encode_frame(Pong(frame.id, self._info, 1, self._bounds, PROTOCOL)))
                 await writer.drain()
