@@ -1,10 +1,12 @@
 """`@actor`: declare a function or class as an actor, and the registry that remembers it.
 
 `@actor` inspects the target once (sync or async, generator or not, class or function, whether
-it takes a `Context`), checks the options, records an `ActorSpec` in the registry and returns the
-target unchanged, so decorated code stays plain Python that tests can call directly. It does
-nothing else: no broker, no environment, no thread. The registry is the only global state in
-asya; `asya.handler` turns a spec into something callable, `asya.local` runs specs.
+it takes a `Context` — a batch handler, one per payload — and whether its payload is declared as
+a model class, `asya.payload_types`), checks the options, records an `ActorSpec` in the
+registry and returns the target unchanged, so decorated code stays plain Python that tests can
+call directly. It does nothing else: no broker, no environment, no thread. The registry is the
+only global state in asya; `asya.handler` turns a spec into something callable, `asya.local`
+runs specs.
 
 Each option's name, type, bound and default is written once, as a field of `ActorOptions`:
 `@actor` validates its keywords against that Struct, `ActorSpec` extends it with what inspecting
@@ -15,6 +17,7 @@ and types for type checkers only, and a test holds it equal to `ActorOptions`.
 
 from __future__ import annotations
 
+import collections.abc
 import difflib
 import enum
 import inspect
@@ -29,6 +32,7 @@ import msgspec
 from asya.context import Context
 from asya.envelope import ACTOR_NAME_MAX_LENGTH
 from asya.errors import ActorDefinitionError
+from asya.payload_types import PayloadType, model_kind, payload_type_of
 from asya.retry import RetryPolicy, RetrySchedule
 from asya.routing import route_name_problem
 
@@ -170,6 +174,11 @@ class ActorSpec(ActorOptions, frozen=True, kw_only=True):
     is_class: bool
     style: CallStyle
     takes_context: bool
+    """Called with its `Context` after the payload; a batch handler, with a list of them (one
+    per payload, in the same order)."""
+    payload_type: PayloadType | None
+    """The model class the payload (for a batch handler, each item) is converted to; None: the
+    payload as decoded from JSON."""
 
     @property
     def config(self) -> ActorConfig:
@@ -308,13 +317,16 @@ def build_spec(obj: Any, options: Mapping[str, Any]) -> ActorSpec:
             " too, or drop cpu_fallback",
             actor=name,
         )
-    is_class, style, takes_context = _inspect_target(obj, name)
-    if checked.batch is not None and (style.is_generator or takes_context):
+    is_batch = checked.batch is not None
+    is_class, func, skip = _inspect_target(obj, name)
+    style = _call_style(func)
+    if is_batch and style.is_generator:
         raise ActorDefinitionError(
             f"@actor '{name}': a batch handler takes a list of payloads and returns a list of"
-            " the same length; it cannot be a generator or take a Context",
+            " the same length; it cannot be a generator",
             actor=name,
         )
+    takes_context, payload_type = _inspect_parameters(func, skip, name, is_batch=is_batch)
     return ActorSpec(
         **(msgspec.structs.asdict(checked) | {"name": name}),
         target=obj,
@@ -323,6 +335,7 @@ def build_spec(obj: Any, options: Mapping[str, Any]) -> ActorSpec:
         is_class=is_class,
         style=style,
         takes_context=takes_context,
+        payload_type=payload_type,
     )
 
 
@@ -351,8 +364,9 @@ def _reject_unknown(raw: Mapping[str, Any], label: str) -> None:
             )
 
 
-def _inspect_target(obj: Any, name: str) -> tuple[bool, CallStyle, bool]:
-    """(is it a class, how it returns, whether it takes a Context)."""
+def _inspect_target(obj: Any, name: str) -> tuple[bool, Callable[..., Any], int]:
+    """(is it a class, the function asya calls, how many leading parameters asya does not
+    pass: `self`)."""
     if inspect.isclass(obj):
         func = next((vars(k)["__call__"] for k in obj.__mro__[:-1] if "__call__" in vars(k)), None)
         if not inspect.isfunction(func):
@@ -371,7 +385,7 @@ def _inspect_target(obj: Any, name: str) -> tuple[bool, CallStyle, bool]:
             f"@actor '{name}': expected a function or a class, got {type(obj).__name__}",
             actor=name,
         )
-    return inspect.isclass(obj), _call_style(func), _takes_context(func, skip, name)
+    return inspect.isclass(obj), func, skip
 
 
 def _require_no_arg_init(cls: type, name: str) -> None:
@@ -405,30 +419,40 @@ def _call_style(func: Callable[..., Any]) -> CallStyle:
 CONTEXT_PARAMETER_NAMES: Final = ("ctx", "context")
 """Names that make an unannotated second parameter the handler's `Context`."""
 
+BATCH_CONTEXT_PARAMETER_NAMES: Final = ("ctxs", "contexts", *CONTEXT_PARAMETER_NAMES)
+"""Names that make an unannotated second parameter a batch handler's list of contexts."""
+
 _CONTEXT_SPELLINGS: Final = frozenset({"Context", "asya.Context", "asya.context.Context"})
+_CONTEXT_LIST_SPELLING: Final = re.compile(
+    r"^(list|List|typing\.List|Sequence|typing\.Sequence|collections\.abc\.Sequence)"
+    r"\[(Context|asya\.Context|asya\.context\.Context)\]$"
+)
+_SEQUENCES: Final = (list, collections.abc.Sequence)
 _POSITIONAL: Final = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _CONVENTIONS: Final = (
     "a handler takes (payload) or (payload, ctx), a class __call__(self, payload[, ctx]), a batch"
-    " handler (payloads); the Context parameter is annotated Context or named ctx or context,"
-    " and any other parameter needs a default"
+    " handler (payloads[, ctxs]); the Context parameter is annotated Context (a batch handler's:"
+    " list[Context]) or named ctx or context (a batch handler's also ctxs or contexts), and any"
+    " other parameter needs a default"
 )
 
 
-def _takes_context(func: Callable[..., Any], skip: int, name: str) -> bool:
-    """Whether the handler is called as (payload, ctx); any shape asya cannot call is refused."""
+def _inspect_parameters(
+    func: Callable[..., Any], skip: int, name: str, *, is_batch: bool
+) -> tuple[bool, PayloadType | None]:
+    """(whether the handler is called with its Context — a batch handler, a list of them — and
+    the model its payload is declared as); any shape asya cannot call is refused."""
     params = list(inspect.signature(func).parameters.values())[skip:]
     if not params or params[0].kind not in _POSITIONAL:
         raise _signature_error(name, "the payload must be the first positional parameter")
     payload, *rest = params
-    if _is_context(_annotation(func, payload)):
+    payload_annotation = _annotation(func, payload)
+    if _is_context(payload_annotation) or _is_context_list(payload_annotation):
         raise _signature_error(name, f"'{payload.name}' is annotated Context but takes the payload")
+    payload_type = _payload_type(payload_annotation, payload.name, name, is_batch=is_batch)
     takes_context = False
     for position, param in enumerate(rest):
-        annotation = _annotation(func, param)
-        is_context = _is_context(annotation) or (
-            param.name in CONTEXT_PARAMETER_NAMES
-            and (annotation is param.empty or isinstance(annotation, str))
-        )
+        is_context, annotation = _is_context_parameter(func, param, name, is_batch=is_batch)
         if is_context and position == 0 and param.kind in _POSITIONAL:
             takes_context = True
         elif is_context:
@@ -442,7 +466,50 @@ def _takes_context(func: Callable[..., Any], skip: int, name: str) -> bool:
                 f"parameter '{param.name}' has no default and is not a Context"
                 + (unresolved if isinstance(annotation, str) else ""),
             )
-    return takes_context
+    return takes_context, payload_type
+
+
+def _is_context_parameter(
+    func: Callable[..., Any], param: inspect.Parameter, name: str, *, is_batch: bool
+) -> tuple[bool, Any]:
+    """(whether `param` is the Context parameter — a batch handler's: the list of them — and its
+    annotation); a Context where a list is due, or the other way round, is refused."""
+    annotation = _annotation(func, param)
+    if is_batch and _is_context(annotation):
+        raise _signature_error(
+            name,
+            f"a batch handler gets one Context per payload: annotate '{param.name}' list[Context]",
+        )
+    if not is_batch and _is_context_list(annotation):
+        raise _signature_error(
+            name,
+            f"'{param.name}' is annotated list[Context], which only a batch handler takes:"
+            " declare @actor(batch=N), or annotate it Context",
+        )
+    if _is_context_list(annotation) if is_batch else _is_context(annotation):
+        return True, annotation
+    names = BATCH_CONTEXT_PARAMETER_NAMES if is_batch else CONTEXT_PARAMETER_NAMES
+    unannotated = annotation is param.empty or isinstance(annotation, str)
+    return param.name in names and unannotated, annotation
+
+
+def _payload_type(
+    annotation: Any, parameter: str, name: str, *, is_batch: bool
+) -> PayloadType | None:
+    """The model the payload is converted to: the annotation itself, or for a batch handler the
+    item type of its `list[...]` annotation."""
+    if not is_batch:
+        return payload_type_of(annotation)
+    if model_kind(annotation) is not None:
+        raise _signature_error(
+            name,
+            f"'{parameter}' is annotated {annotation.__qualname__}, but a batch handler takes a"
+            f" list of payloads: annotate it list[{annotation.__qualname__}]",
+        )
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in _SEQUENCES and len(args) == 1:
+        return payload_type_of(args[0])
+    return None
 
 
 _VARIADIC: Final = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
@@ -475,3 +542,15 @@ def _is_context(annotation: Any) -> bool:
         return _is_context(args[0])
     # `ctx: Context | None = None` is a Context too; `list[Context]` is not.
     return origin in (typing.Union, types.UnionType) and any(_is_context(a) for a in args)
+
+
+def _is_context_list(annotation: Any) -> bool:
+    """`list[Context]` (or a Sequence of them): a batch handler's contexts."""
+    if isinstance(annotation, str):
+        return _CONTEXT_LIST_SPELLING.match(annotation.replace(" ", "")) is not None
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _is_context_list(args[0])
+    if origin in _SEQUENCES:
+        return len(args) == 1 and _is_context(args[0])
+    return origin in (typing.Union, types.UnionType) and any(_is_context_list(a) for a in args)

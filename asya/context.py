@@ -1,9 +1,10 @@
 """What a handler may see and change while it runs.
 
-A handler that declares a `Context` parameter gets one per call: the envelope's ids, the actor,
-the attempt, the headers (writable) and the route, of which only `next` is writable — `prev` and
-`curr` are history, and writing any other field raises rather than being silently lost. Built
-from an envelope by `asya.handler`, read back by it after the call; tests build one with
+A handler that declares a `Context` parameter gets one per call (a batch handler, one per
+payload): the envelope's ids, the actor, the attempt, the headers (writable) and the route, of
+which only `next` is writable — `prev` and `curr` are history, and writing any other field
+raises rather than being silently lost. Built from an envelope by `asya.handler`, read back by
+it after the call, per output; tests build one with
 `asya.testing.make_context`. Holds no references to queues, brokers or the envelope itself.
 """
 

@@ -1,12 +1,14 @@
 """Calling conventions: turn any kind of actor into one async `invoke(envelopes) -> outcomes`.
 
 The single place where user code is called. It adapts sync and async functions, generators
-(fan-out), classes (instantiated once per worker) and batch handlers (list in, list out); it
-builds the `Context`, enforces the actor's timeout, and turns whatever happened into an
-`Outcome`. Sync code runs on daemon threads: a call stuck past its timeout is reported as
-`Timeout` and its thread abandoned and replaced, and it can never hold the process open at exit.
-(The runtime goes further and runs this inside a worker process it can kill; see
-`asya.runtime.workers`.) Callers: the local runner, the runtime's worker processes.
+(fan-out), classes (instantiated once per worker) and batch handlers (list in, list out, with
+one `Context` per payload); it builds the contexts and reads each one's route and headers back
+per output, converts typed payloads at the edge (`asya.payload_types`), enforces the actor's
+timeout, and turns whatever happened into an `Outcome`. Sync code runs on daemon threads: a
+call stuck past its timeout is reported as `Timeout` and its thread abandoned and replaced, and
+it can never hold the process open at exit. (The runtime goes further and runs this inside a
+worker process it can kill; see `asya.runtime.workers`.) Callers: the local runner, the
+runtime's worker processes.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from asya.context import Context
 from asya.envelope import Envelope, Payload, Reason
 from asya.errors import ActorDefinitionError
 from asya.outcome import Emitted, Failure, NotStarted, Outcome, Success
+from asya.payload_types import PayloadMismatchError, to_payload
 from asya.retry import is_retryable
 
 log = logging.getLogger(__name__)
@@ -216,21 +219,51 @@ class LocalInvoker:
 
     async def _invoke_one(self, envelope: Envelope) -> Outcome:
         ctx = Context.from_envelope(envelope, self.spec.retry.max_attempts)
-        args = (envelope.payload, ctx) if self.spec.takes_context else (envelope.payload,)
+        try:
+            payload = self._load(envelope.payload)
+        except PayloadMismatchError as exc:
+            return self._mismatch_failure(exc)
+        except Exception as exc:  # the model's own validator raised something else
+            return exception_failure(self.spec, exc)
+        args = (payload, ctx) if self.spec.takes_context else (payload,)
         try:
             result = await self._run(args, ctx)
         except TimeoutError:
             return timeout_failure(self.spec)
-        except _UntransportableContextError as exc:
-            return Failure(
-                reason=Reason.INVALID_OUTPUT,
-                type="InvalidOutput",
-                message=f"'{self.spec.name}': {exc}",
-                retryable=False,
-            )
+        except _InvalidOutputError as exc:
+            return self._invalid_output(str(exc))
         except Exception as exc:
             return exception_failure(self.spec, exc)
         return result
+
+    def _load(self, payload: Payload) -> Any:
+        """The payload as the handler declared it: an instance of its model, or as it came.
+
+        Raises:
+            PayloadMismatchError: the payload does not fit the declared model.
+        """
+        payload_type = self.spec.payload_type
+        return payload if payload_type is None else payload_type.load(payload)
+
+    def _mismatch_failure(self, exc: PayloadMismatchError) -> Failure:
+        # The same payload fails the same way on every attempt: permanent.
+        payload_type = self.spec.payload_type
+        assert payload_type is not None
+        return Failure(
+            reason=Reason.MALFORMED_ENVELOPE,
+            type="MalformedEnvelope",
+            message=f"'{self.spec.name}' takes a {payload_type.name} ({payload_type.kind.value})"
+            f" and the payload does not fit it: {exc}",
+            retryable=False,
+        )
+
+    def _invalid_output(self, problem: str) -> Failure:
+        return Failure(
+            reason=Reason.INVALID_OUTPUT,
+            type="InvalidOutput",
+            message=f"'{self.spec.name}': {problem}",
+            retryable=False,
+        )
 
     async def _run(self, args: tuple[Any, ...], ctx: Context) -> Success:
         func = self._func
@@ -269,40 +302,68 @@ class LocalInvoker:
             raise
 
     async def _invoke_batch(self, envelopes: Sequence[Envelope]) -> list[Outcome]:
+        """One call on the payloads that fit the handler's model; a payload that does not fails
+        alone, and so does an item the handler answers with an exception, or whose output or
+        context cannot leave the call."""
+        outcomes: list[Outcome | None] = [None] * len(envelopes)
+        called: list[int] = []
+        payloads: list[Any] = []
+        for index, envelope in enumerate(envelopes):
+            try:
+                payloads.append(self._load(envelope.payload))
+            except PayloadMismatchError as exc:
+                outcomes[index] = self._mismatch_failure(exc)
+                continue
+            except Exception as exc:
+                outcomes[index] = exception_failure(self.spec, exc)
+                continue
+            called.append(index)
+        ctxs = [Context.from_envelope(envelopes[i], self.spec.retry.max_attempts) for i in called]
+        if called:
+            # The handler gets a list of its own: reordering it cannot mix the items' routes up.
+            args = (payloads, list(ctxs)) if self.spec.takes_context else (payloads,)
+            for index, outcome in zip(called, await self._call_batch(args, ctxs), strict=True):
+                outcomes[index] = outcome
+        return [outcome for outcome in outcomes if outcome is not None]
+
+    async def _call_batch(self, args: tuple[Any, ...], ctxs: list[Context]) -> list[Outcome]:
         func = self._func
         assert func is not None
-        payloads = [env.payload for env in envelopes]
         try:
             async with asyncio.timeout(self.spec.timeout_s):
                 if self.spec.style.is_async:
-                    results = await func(payloads)
+                    results = await func(*args)
                 else:
-                    results = await self._wait(self._threads.submit(func, payloads))
+                    results = await self._wait(self._threads.submit(func, *args))
         except TimeoutError:
-            return [timeout_failure(self.spec)] * len(envelopes)
+            return [timeout_failure(self.spec)] * len(ctxs)
         except Exception as exc:
-            return [exception_failure(self.spec, exc)] * len(envelopes)
-        if not isinstance(results, list | tuple) or len(results) != len(envelopes):
+            return [exception_failure(self.spec, exc)] * len(ctxs)
+        if not isinstance(results, list | tuple) or len(results) != len(ctxs):
             got = f"{len(results)} items" if isinstance(results, list | tuple) else repr(results)
-            failure = Failure(
-                reason=Reason.INVALID_OUTPUT,
-                type="InvalidOutput",
-                message=f"batch handler '{self.spec.name}' got {len(envelopes)} payloads and"
-                f" must return a list of as many results, got {got}",
-                retryable=False,
+            failure = self._invalid_output(
+                f"batch handler got {len(ctxs)} payloads and must return a list of as many"
+                f" results, got {got}"
             )
-            return [failure] * len(envelopes)
-        return [
-            _returned(value, Context.from_envelope(env))
-            for value, env in zip(results, envelopes, strict=True)
-        ]
+            return [failure] * len(ctxs)
+        outcomes: list[Outcome] = []
+        for value, ctx in zip(results, ctxs, strict=True):
+            if isinstance(value, Exception):  # the handler failed this item alone
+                outcomes.append(exception_failure(self.spec, value))
+                continue
+            try:
+                outcomes.append(_returned(value, ctx))
+            except _InvalidOutputError as exc:  # this item's alone: its batch-mates go on
+                outcomes.append(self._invalid_output(str(exc)))
+        return outcomes
 
 
-class _UntransportableContextError(Exception):
-    """The handler left values in `route.next` or `headers` that are not strings."""
+class _InvalidOutputError(Exception):
+    """The handler returned a model instance that does not convert, or left values in
+    `route.next` or `headers` that are not strings."""
 
 
-def _emit(value: Payload, ctx: Context) -> Emitted:
+def _emit(value: Any, ctx: Context) -> Emitted:
     # Snapshot at emit time: a generator may set a different route before each yield.
     next_ = tuple(ctx.route.next)
     headers = dict(ctx.headers)
@@ -310,18 +371,20 @@ def _emit(value: Payload, ctx: Context) -> Emitted:
     # runtime's frames take them for strings (a worker would die decoding them).
     for name in next_:
         if not isinstance(name, str):
-            raise _UntransportableContextError(
-                f"route.next must hold actor names (strings), got {name!r}"
-            )
+            raise _InvalidOutputError(f"route.next must hold actor names (strings), got {name!r}")
     for key, text in headers.items():
         if not isinstance(key, str) or not isinstance(text, str):
-            raise _UntransportableContextError(
-                f"headers must map strings to strings, got {key!r}: {text!r}"
-            )
-    return Emitted(payload=value, next=next_, headers=headers)
+            raise _InvalidOutputError(f"headers must map strings to strings, got {key!r}: {text!r}")
+    try:
+        payload = to_payload(value)
+    except PayloadMismatchError as exc:
+        raise _InvalidOutputError(
+            f"the output {type(value).__qualname__} does not convert: {exc}"
+        ) from None
+    return Emitted(payload=payload, next=next_, headers=headers)
 
 
-def _returned(value: Payload, ctx: Context) -> Success:
+def _returned(value: Any, ctx: Context) -> Success:
     if value is None:
         return Success()
     return Success(outputs=(_emit(value, ctx),))

@@ -82,4 +82,12 @@ def test_the_views_carry_the_declared_values():
 def test_a_spec_is_its_options_plus_what_inspecting_the_target_found():
     added = set(ActorSpec.__struct_fields__) - set(ActorOptions.__struct_fields__)
 
-    assert added == {"target", "module", "qualname", "is_class", "style", "takes_context"}
+    assert added == {
+        "target",
+        "module",
+        "qualname",
+        "is_class",
+        "style",
+        "takes_context",
+        "payload_type",
+    }
