@@ -1,4 +1,8 @@
-"""`asya dev`: run an app's actors over a file of inputs (in-memory, on a broker, or isolated)."""
+"""`asya dev`: run an app's actors over a file of inputs (in-memory, on a broker, or isolated).
+
+stdout carries the finals and nothing else: from loading the app to the summary, whatever the
+process or its children write to stdout goes to stderr (`asya.cli.finals`).
+"""
 
 from __future__ import annotations
 
@@ -9,12 +13,12 @@ import random
 import signal
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from asya import event_loop, telemetry
-from asya.cli.finals import FinalsWriter
+from asya.cli.finals import FinalsWriter, stdout_to_stderr
 from asya.cli.options import (
     EXIT_FAILURES,
     EXIT_OK,
@@ -29,12 +33,12 @@ from asya.cli.options import (
     positive_int,
 )
 from asya.clock import SystemClock
-from asya.envelope import Envelope
 from asya.local.discovery import App, load_app
+from asya.local.gpus import GpuMode
 from asya.local.isolate import IsolatedMesh
 from asya.local.mesh import MeshOptions
 from asya.local.report import RunStats, format_summary
-from asya.local.runner import DevOptions, DevResult, MeshFactory, check_run, run_dev
+from asya.local.runner import DevOptions, DevResult, MeshFactory, RunPlan, check_run, run_dev
 from asya.routing import ERROR_END, HAPPY_END
 from asya.settings import Settings
 
@@ -50,10 +54,15 @@ def add_parser(commands: Subparsers) -> None:
         "dev",
         help="run an app's actors locally over a file of inputs",
         description=(
-            "Start every actor found in APP, scale each by its queue depth, feed the inputs,"
-            " print each final envelope as a JSON line on stdout and a summary per actor on"
-            " stderr. A line of INPUT is a bare payload (sent along --route or the app's"
-            " ROUTE) or a whole envelope with its own route. In-memory by default; --broker"
+            "Start every actor of APP that the inputs can reach, scale each by its queue depth,"
+            " feed the inputs, print each final envelope as a JSON line on stdout and a"
+            " summary per actor on stderr. stdout holds nothing else: what handlers print goes"
+            " to stderr. A line of INPUT is a bare payload (sent along --route or the app's"
+            " ROUTE) or a whole envelope with its own route. An actor on no input's route is"
+            " not started, unless a reachable actor takes a Context: it may rewrite its route"
+            " to any actor, so then all are started. A GPU actor that needs more GPUs than this"
+            " machine has runs on CPU with every GPU hidden, said once on stderr (--strict-gpus"
+            " stops the run instead). In-memory by default; --broker"
             " runs the same actors in-process against RabbitMQ; --isolate also runs each actor"
             " as a runtime process plus a sidecar process, exactly as in a pod. Exit code: 0;"
             " 1 if an envelope failed (0 with --allow-failures); 2 for a usage error, a route"
@@ -68,9 +77,31 @@ def add_parser(commands: Subparsers) -> None:
     add_route(dev, "route for bare payloads (default: the app's ROUTE)")
     dev.add_argument("--output", type=Path, help="also write final envelopes to this file")
     dev.add_argument(
+        "--payloads",
+        action="store_true",
+        help=(
+            'print only payloads: one line per final, {"id": ID, "payload": ...}, or'
+            ' {"id": ID, "error": {"reason", "actor", "message"}} for a failure, where ID is'
+            " its input's envelope id; in input order (a line waits for the inputs before"
+            " it), a fan-out's finals in tree order, each with its input's id; --output"
+            " still gets whole envelopes"
+        ),
+    )
+    dev.add_argument(
         "--allow-failures", action="store_true", help="exit 0 even if some envelopes failed"
     )
-    dev.add_argument("--quiet", action="store_true", help="no progress lines, no summary")
+    dev.add_argument(
+        "--quiet", action="store_true", help="no progress lines, no notices, no summary"
+    )
+    dev.add_argument(
+        "--strict-gpus",
+        action="store_true",
+        help=(
+            "exit 2 before starting if a GPU actor the inputs reach needs more GPUs than this"
+            " machine has, as asya serve does (default: it runs on CPU, said once on stderr;"
+            " an actor declaring cpu_fallback=True runs on CPU either way)"
+        ),
+    )
     add_limits(dev)
     dev.add_argument(
         "--poll-ms",
@@ -96,6 +127,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         SettingsError: the route cannot work for these inputs, or tracing is asked for
             (OTEL_TRACES_EXPORTER) without the otel extra.
     """
+    # From the app's import on: a module that prints as it loads is the app's output too.
+    with stdout_to_stderr() as stdout:
+        return _dev(args, settings, stdout)
+
+
+def _dev(args: argparse.Namespace, settings: Settings, stdout: IO[str]) -> int:
     app = load_app(args.app)
     try:
         lines = args.input.read_bytes().splitlines()
@@ -108,10 +145,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     check_run(app, lines, args.route)
     telemetry.start_tracing(settings.tracing, service_name="asya-dev")
     output = args.output.open("w", encoding="utf-8") if args.output else None
-    finals = FinalsWriter(sys.stdout, output)
+    finals = FinalsWriter(stdout, output, payloads=args.payloads)
     try:
-        main = _until_signal(_run(args, settings, app, lines, finals.emit))
+        main = _until_signal(_run(args, settings, app, lines, finals))
         result = event_loop.run(main, settings.process.event_loop)
+        finals.finish()
     except _TerminatedError:
         print("asya: terminated", file=sys.stderr)
         return EXIT_TERMINATED
@@ -129,12 +167,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 def _print_summary(app: App, finals: FinalsWriter, result: DevResult) -> None:
     if not finals.stdout_open:
         print(
-            f"asya: stdout was closed after {finals.written_to_stdout} final envelope(s);"
+            f"asya: stdout was closed after {finals.written_to_stdout} line(s);"
             " the run went on and every envelope is counted below",
             file=sys.stderr,
         )
-    route = list(app.route or ())
-    order = route + [s.name for s in app.specs if s.name not in route]
+    route = [name for name in app.route or () if name in result.actors]
+    order = route + [name for name in result.actors if name not in route]
     print("\n" + format_summary(result.stats, order, result.elapsed_s), file=sys.stderr)
 
 
@@ -184,7 +222,7 @@ async def _run(
     settings: Settings,
     app: App,
     lines: list[bytes],
-    emit: Callable[[Envelope], Awaitable[None]],
+    finals: FinalsWriter,
 ) -> DevResult:
     clock, rng = SystemClock(), random.Random()
     options = DevOptions(
@@ -193,8 +231,10 @@ async def _run(
             limits=limits(args, settings),
             poll_interval_s=args.poll_ms / 1000,
             depth=settings.process.pipeline_depth,
+            gpu_mode=GpuMode.ASSIGN if args.strict_gpus else GpuMode.ASSIGN_OR_CPU,
         ),
     )
+    emit, on_input = finals.emit, finals.on_input
 
     def progress(line: str) -> None:
         if not args.quiet:
@@ -202,7 +242,14 @@ async def _run(
 
     if not args.broker:
         return await run_dev(
-            app, lines, emit=emit, progress=progress, clock=clock, rng=rng, options=options
+            app,
+            lines,
+            emit=emit,
+            progress=progress,
+            clock=clock,
+            rng=rng,
+            options=options,
+            on_input=on_input,
         )
     namespace = args.namespace or fresh_namespace()
     transport = broker_transport(args.broker, namespace, settings, name="asya-dev")
@@ -228,6 +275,7 @@ async def _run(
                 options=options,
                 transport=transport,
                 mesh=mesh,
+                on_input=on_input,
             )
     finally:
         try:
@@ -247,9 +295,9 @@ def _isolated(
     clock: SystemClock,
     rng: random.Random,
 ) -> MeshFactory:
-    def start(stats: RunStats) -> IsolatedMesh:
+    def start(stats: RunStats, plan: RunPlan) -> IsolatedMesh:
         return IsolatedMesh(
-            app,
+            plan.app,
             transport=transport,
             broker_url=url,
             namespace=namespace,
@@ -260,6 +308,7 @@ def _isolated(
             clock=clock,
             rng=rng,
             options=options,
+            gpus=plan.gpus.assigner if plan.gpus is not None else None,
         )
 
     return start

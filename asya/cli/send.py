@@ -3,7 +3,8 @@
 With `--wait` (always, in-process) it waits until every envelope descending from the one sent
 is final — a generator on the route fans out, and each child ends on its own — prints each
 final as a JSON line, in tree order, and exits 1 if any of them failed. On a timeout it
-prints the finals that came, says how much of the tree they cover, and exits 1.
+prints the finals that came, says how much of the tree they cover, and exits 1. stdout holds
+nothing else: what the app's handlers print (with `--app`) goes to stderr.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ import argparse
 import json
 import random
 import sys
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from asya import event_loop
 from asya.actor import ActorSpec
+from asya.cli.finals import stdout_to_stderr
 from asya.cli.options import (
     EXIT_FAILURES,
     EXIT_OK,
@@ -76,6 +78,11 @@ def add_parser(commands: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    with stdout_to_stderr() as stdout:
+        return _send(args, settings, stdout)
+
+
+def _send(args: argparse.Namespace, settings: Settings, stdout: IO[str]) -> int:
     try:
         payload = json.loads(args.payload)
     except json.JSONDecodeError as exc:
@@ -103,19 +110,19 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             local = _in_memory(args, settings, app.specs, route, payload, headers)
             final = event_loop.run(local, settings.process.event_loop)
     except CallTimeoutError as exc:
-        _write_all(exc.results)
+        _write_all(stdout, exc.results)
         print(f"asya: {exc}", file=sys.stderr)
         return EXIT_FAILURES
     if isinstance(final, str):
-        print(json.dumps({"id": final}))
+        print(json.dumps({"id": final}), file=stdout)
         return EXIT_OK
-    _write_all(final)
+    _write_all(stdout, final)
     return EXIT_OK if final.ok else EXIT_FAILURES
 
 
-def _write_all(results: Results) -> None:
+def _write_all(stdout: IO[str], results: Results) -> None:
     for envelope in results:
-        write_line(sys.stdout, envelope)
+        write_line(stdout, envelope)
 
 
 async def _on_broker(

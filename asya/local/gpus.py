@@ -7,8 +7,11 @@ different devices. A worker's devices go back only once its processes have exite
 is never in two workers' hands. Where fewer than N are free, the worker waits (one log line says
 so, and one when it gets its devices), or, with `cpu_fallback=True`, starts at once on CPU, with
 `CUDA_VISIBLE_DEVICES` empty so that it cannot touch a GPU. An actor that needs more devices
-than the machine has at all could wait for ever: that stops the run at start, unless it may
-fall back to CPU. MIG-enabled devices are listed by `asya gpus` but never handed out (a process
+than the machine has at all could wait for ever: that stops the run at start (`asya serve`,
+`asya dev --strict-gpus`), unless it may run on CPU — it declares `cpu_fallback=True`, or the
+run allows it (`GpuMode.ASSIGN_OR_CPU`, `asya dev` on a laptop). Such an actor's workers all
+run on CPU, silently: the caller says so once, at the start (`GpuAssigner.on_cpu`), not a log
+line per worker. MIG-enabled devices are listed by `asya gpus` but never handed out (a process
 would need a MIG instance's UUID, not the device's).
 
 `GpuAssigner` decides (no I/O); `GpuWorkers` adds how a worker's processes are started, and
@@ -44,7 +47,11 @@ class GpuMode(enum.Enum):
     """How a local run treats GPU actors; chosen once, at the mesh's start."""
 
     ASSIGN = "assign"
-    """Each worker in its own processes, with devices from the machine's inventory."""
+    """Each worker in its own processes, with devices from the machine's inventory; an actor
+    that needs more than the machine has stops the run, unless it declares `cpu_fallback`."""
+    ASSIGN_OR_CPU = "assign-or-cpu"
+    """As ASSIGN, but an actor that needs more than the machine has runs on CPU, every worker
+    in its own processes with every GPU hidden (`asya dev` without --strict-gpus)."""
     IN_PROCESS = "in-process"
     """Like any other actor, in the runner's process, with no devices assigned (tests)."""
 
@@ -75,6 +82,7 @@ class GpuAssigner:
         self._total = len(self._free)
         self._held: dict[str, Assignment] = {}
         self._waiting: set[str] = set()
+        self._on_cpu: dict[str, None] = {}
 
     @property
     def total(self) -> int:
@@ -84,19 +92,30 @@ class GpuAssigner:
     def free(self) -> tuple[GpuDevice, ...]:
         return tuple(self._free)
 
-    def check(self, specs: Iterable[ActorSpec]) -> None:
-        """Refuse, before anything starts, a GPU actor that could only ever wait.
+    @property
+    def on_cpu(self) -> tuple[str, ...]:
+        """The actors `check` put on CPU for the whole run, in the order checked."""
+        return tuple(self._on_cpu)
+
+    def check(self, specs: Iterable[ActorSpec], *, use_cpu: bool = False) -> None:
+        """Decide, before anything starts, for each GPU actor that could only ever wait (it
+        needs more devices per worker than the machine has): all its workers run on CPU if it
+        declares `cpu_fallback=True` or `use_cpu` allows it (see `on_cpu`); else the run stops.
 
         Raises:
             ActorDefinitionError: an actor needs more devices per worker than the machine has
-                and may not fall back to CPU.
+                and may not run on CPU.
         """
         for spec in specs:
             needs = spec.resources.gpus
-            if needs > self._total and not spec.cpu_fallback:
+            if needs <= self._total:
+                continue
+            if spec.cpu_fallback or use_cpu:
+                self._on_cpu[spec.name] = None
+            else:
                 raise ActorDefinitionError(
                     f"actor '{spec.name}' needs {needs} GPU(s) per worker and this machine has"
-                    f" {self._describe_total()}; declare @actor(..., cpu_fallback=True) to run"
+                    f" {self.describe_total()}; declare @actor(..., cpu_fallback=True) to run"
                     " it on CPU where no GPU is free (`asya gpus` lists what NVML sees)",
                     actor=spec.name,
                 )
@@ -104,6 +123,10 @@ class GpuAssigner:
     def assign(self, spec: ActorSpec, worker: int) -> Assignment | None:
         """Devices for worker `worker` of `spec`; on CPU if none are free and the actor allows
         it; None if it must wait (the first time, a log line says so)."""
+        if spec.name in self._on_cpu:  # said once, at the start, by whoever ran `check`
+            on_cpu = Assignment(spec.name, worker, ())
+            self._held[_key(on_cpu)] = on_cpu
+            return on_cpu
         needs = spec.resources.gpus
         if len(self._free) < needs and not spec.cpu_fallback:
             if spec.name not in self._waiting:
@@ -144,7 +167,8 @@ class GpuAssigner:
             "held_by": " ".join(holders) or "none",
         }
 
-    def _describe_total(self) -> str:
+    def describe_total(self) -> str:
+        """How many devices can be handed out, for messages: `2`, `none (no driver)`."""
         devices = self._inventory.devices
         if not devices:
             why = self._inventory.unavailable
@@ -230,7 +254,8 @@ def machine_gpus(
 ) -> GpuWorkers | None:
     """The GPU workers of a run on this machine; None where no actor needs a GPU or in
     `IN_PROCESS` mode. `env` is the workers' environment (default: this process's); `depth`,
-    the calls queued at each worker behind the one it runs.
+    the calls queued at each worker behind the one it runs. The actors that run on CPU for
+    want of GPUs are `assigner.on_cpu`, for the caller to say so once.
 
     Raises:
         ActorDefinitionError: a GPU actor could only ever wait (see `GpuAssigner.check`).
@@ -238,7 +263,7 @@ def machine_gpus(
     if mode is GpuMode.IN_PROCESS or not any(s.resources.gpus for s in specs):
         return None
     assigner = GpuAssigner(inventory())
-    assigner.check(specs)
+    assigner.check(specs, use_cpu=mode is GpuMode.ASSIGN_OR_CPU)
     # The runner's own environment, as the runtime's workers would inherit it.
     workers_env = dict(os.environ) if env is None else env
     return GpuWorkers(assigner, process_invokers(workers_env, depth=depth))

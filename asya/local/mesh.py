@@ -157,6 +157,12 @@ class Mesh:
         """Raises: ActorDefinitionError: a GPU actor could never get its GPUs here."""
         if self._gpus is None:
             self._gpus = machine_gpus(self.specs, self._options.gpu_mode, depth=self._options.depth)
+            if self._gpus is not None and self._gpus.assigner.on_cpu:
+                fields = {
+                    "actors": ",".join(self._gpus.assigner.on_cpu),
+                    "gpus": self._gpus.assigner.describe_total(),
+                }
+                log.warning("GPU actors run on CPU: too few GPUs on this machine", extra=fields)
         self._fatal = asyncio.get_running_loop().create_future()
         for name in (*(s.name for s in self.specs), HAPPY_END, ERROR_END):
             await self._transport.declare(name)

@@ -5,23 +5,33 @@ Checks first that the inputs can be routed at all (`check_run`: a usage error, n
 the mesh scale and route until every envelope is final, and returns the run's statistics.
 Final envelopes go to `emit` as they are recorded; progress lines go to `progress` while the
 run lasts.
+
+Only the actors the inputs can reach are started (`reachable_actors`), so an actor off every
+route — a GPU actor this machine cannot serve, say — cannot stop the run. Routes are followed
+statically; an actor that takes a `Context` may rewrite the route to any actor, so once one
+is reachable every actor is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import msgspec
+
+from asya.actor import ActorSpec
 from asya.client import Client
 from asya.clock import Clock
 from asya.envelope import END_LIMITS, Envelope, encode_envelope
 from asya.errors import SettingsError, UnknownActorError
 from asya.local.discovery import App
+from asya.local.gpus import GpuWorkers, machine_gpus
 from asya.local.inputs import check_route, first_bare_payload, parse_line
 from asya.local.mesh import Mesh, MeshOptions
 from asya.local.report import RunStats
@@ -47,8 +57,18 @@ class RunningMesh(Protocol):
     async def wait(self, condition: Awaitable[None]) -> None: ...
 
 
-MeshFactory = Callable[[RunStats], AbstractAsyncContextManager[RunningMesh]]
-"""Builds the mesh a run uses, given the run's statistics (observer and sink)."""
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run starts: the actors it can reach, and how its GPU actors get devices."""
+
+    app: App
+    """The app, with only the actors the run can reach."""
+    gpus: GpuWorkers | None
+    """None where no reachable actor needs a GPU, or GPU actors run in-process."""
+
+
+MeshFactory = Callable[[RunStats, RunPlan], AbstractAsyncContextManager[RunningMesh]]
+"""Builds the mesh a run uses, given the run's statistics (observer and sink) and its plan."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +76,8 @@ class DevResult:
     stats: RunStats
     fed: int
     elapsed_s: float
+    actors: tuple[str, ...] = ()
+    """The actors the run started (those it could reach), in the app's order."""
 
 
 def check_run(app: App, lines: Sequence[bytes], route: Sequence[str] | None) -> None:
@@ -83,6 +105,45 @@ def check_run(app: App, lines: Sequence[bytes], route: Sequence[str] | None) -> 
         )
 
 
+def reachable_actors(
+    app: App, lines: Iterable[bytes], route: Sequence[str] | None
+) -> tuple[ActorSpec, ...]:
+    """The actors of `app` that envelopes fed from `lines` can reach, in the app's order.
+
+    Those on `route` (else the app's ROUTE) where a line is a bare payload, and those left on
+    the route of each line that is a whole envelope; every actor, once one of those takes a
+    `Context` (it may send its envelope anywhere by rewriting `route.next`). A line that is
+    not JSON reaches none: it goes straight to `error-end`.
+    """
+    names: set[str] = set()
+    bare_route = tuple(route or app.route or ())
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            value = msgspec.json.decode(line)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            continue
+        if isinstance(value, dict) and "route" in value:
+            names.update(_names_on(value["route"]))
+        else:
+            names.update(bare_route)
+    reached = [s for s in app.specs if s.name in names]
+    if any(s.takes_context for s in reached):
+        return app.specs
+    return tuple(reached)
+
+
+def _names_on(route: object) -> list[str]:
+    """The actor names still ahead on a route as an input line gives it: a list of names, or
+    the triplet's `curr` and `next`; none for a route that is neither (the line is bad)."""
+    if isinstance(route, dict):
+        route = [route.get("curr"), *(route.get("next") or ())]
+    if not isinstance(route, list):
+        return []
+    return [name for name in route if isinstance(name, str)]
+
+
 async def run_dev(
     app: App,
     lines: Sequence[bytes],
@@ -94,35 +155,46 @@ async def run_dev(
     options: DevOptions | None = None,
     transport: Transport | None = None,
     mesh: MeshFactory | None = None,
+    on_input: Callable[[str], None] | None = None,
 ) -> DevResult:
     """Run `app` over `lines` until every envelope is final.
 
     `transport` defaults to the in-memory one; `mesh` to in-process workers on it. Each line
-    is the bytes of one JSON line (see `asya.local.inputs`).
+    is the bytes of one JSON line (see `asya.local.inputs`). `on_input` hears the id of each
+    input's envelope, in input order, before it is sent. Only the actors the inputs can reach
+    are started (`reachable_actors`). GPU actors this machine cannot serve are refused, or run
+    on CPU in `GpuMode.ASSIGN_OR_CPU`, which `progress` hears once.
 
     Raises:
         SettingsError: the inputs cannot be routed (see `check_run`).
-        ActorDefinitionError: an actor could not start.
+        ActorDefinitionError: an actor could not start, or a reachable GPU actor needs more
+            GPUs than this machine has (`GpuMode.ASSIGN`).
         TransportError: the broker failed.
     """
     opts = options or DevOptions()
     check_run(app, lines, opts.route)
+    specs = reachable_actors(app, lines, opts.route)
+    gpus = machine_gpus(specs, opts.mesh.gpu_mode, depth=opts.mesh.depth)
+    if gpus is not None and gpus.assigner.on_cpu:
+        progress(_on_cpu_notice(specs, gpus))
+    plan = RunPlan(dataclasses.replace(app, specs=specs), gpus)
     used = transport or MemoryTransport()
     stats = RunStats(emit)
 
-    def in_process(stats: RunStats) -> Mesh:
+    def in_process(stats: RunStats, plan: RunPlan) -> Mesh:
         return Mesh(
-            app.specs,
+            plan.app.specs,
             transport=used,
             hooks=stats,
             sink=stats,
             clock=clock,
             rng=rng,
             options=opts.mesh,
+            gpus=plan.gpus,
         )
 
-    run = _Run(app, lines, used, stats, opts, clock, rng)
-    async with (mesh or in_process)(stats) as running:
+    run = _Run(plan.app, lines, used, stats, opts, clock, rng, on_input)
+    async with (mesh or in_process)(stats, plan) as running:
         reporter = asyncio.create_task(run.report_progress(running, progress))
         try:
             await run.feed_all()
@@ -131,7 +203,19 @@ async def run_dev(
             reporter.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reporter
-    return DevResult(stats, run.fed, run.elapsed_s())
+    return DevResult(stats, run.fed, run.elapsed_s(), tuple(s.name for s in specs))
+
+
+def _on_cpu_notice(specs: Sequence[ActorSpec], gpus: GpuWorkers) -> str:
+    on_cpu = [s for s in specs if s.name in gpus.assigner.on_cpu]
+    names = ", ".join(f"'{s.name}' (gpus={s.resources.gpus})" for s in on_cpu)
+    # An actor that declares cpu_fallback runs on CPU under --strict-gpus too.
+    strict = any(not s.cpu_fallback for s in on_cpu)
+    return (
+        f"asya: GPU actor(s) {names} run on CPU, every GPU hidden: this machine has"
+        f" {gpus.assigner.describe_total()}"
+        + (" (--strict-gpus stops the run instead)" if strict else "")
+    )
 
 
 class _Run:
@@ -146,8 +230,10 @@ class _Run:
         opts: DevOptions,
         clock: Clock,
         rng: random.Random,
+        on_input: Callable[[str], None] | None,
     ) -> None:
         self.lines = lines
+        self._on_input = on_input
         self.fed = 0
         self._actors = [s.name for s in app.specs]
         self._progress_every_s = opts.progress_interval_s
@@ -172,6 +258,8 @@ class _Run:
                 now=self._clock.now(),
                 rng=self._rng,
             )
+            if self._on_input is not None:
+                self._on_input(item.id if isinstance(item, Envelope) else item.envelope.id)
             self._stats.on_fed()
             await _feed(self._client, self._transport, item, self._clock)
             self.fed += 1

@@ -8,6 +8,7 @@ It answers its parent's first Ping only once the handler is loaded (a class acto
 has run), or sends a Fault and exits if it cannot load. If a sync call had to be abandoned on a
 thread after its timeout, the worker answers what it holds and exits, so its parent starts a
 fresh one: a stuck call never keeps running (or holding a GPU) behind the runtime's back.
+What the handler writes to stdout goes to stderr: stdout is not the handler's to use.
 """
 
 from __future__ import annotations
@@ -99,6 +100,17 @@ def die_with_parent(parent: int) -> None:
         os._exit(EXIT_ORPHANED)
 
 
+def _stdout_to_stderr() -> None:
+    """Point stdout at stderr, descriptor 1 included (a C library's writes, a child process).
+
+    A worker's stdout is not the handler's to use: it is inherited from `asya dev`, which
+    prints finals there, or `asya serve`; what user code prints is a log line like any other.
+    """
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) not in (1, 2) or not all(a.isdigit() for a in args):
@@ -109,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if len(args) == 2:
         die_with_parent(int(args[1]))
+    _stdout_to_stderr()
     # The runtime owns this process's life; Ctrl-C in a terminal reaches it through the parent.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:

@@ -183,3 +183,56 @@ def test_another_process_finds_the_actor_module_under_the_folder_above_its_packa
     assert (code_root(here) + "/tests/unit/gpu/test_assignment.py").endswith(
         "tests/unit/gpu/test_assignment.py"
     )
+
+
+def test_a_run_that_allows_cpu_puts_an_actor_the_machine_cannot_serve_on_cpu_silently(caplog):
+    gpus = GpuAssigner(Inventory(unavailable="no driver"))
+    embed, train = spec(gpus=1), spec("train", gpus=2)
+
+    gpus.check([embed, train], use_cpu=True)
+    with caplog.at_level(logging.WARNING, logger="asya.local.gpus"):
+        got = [gpus.assign(embed, worker) for worker in range(3)]
+
+    assert gpus.on_cpu == ("embed", "train")
+    assert all(a is not None and a.environment() == {"CUDA_VISIBLE_DEVICES": ""} for a in got)
+    assert caplog.records == []  # the caller says so once; no line per worker
+
+
+def test_an_actor_declaring_cpu_fallback_on_a_machine_without_gpus_warns_no_line_per_worker(
+    caplog,
+):
+    gpus = GpuAssigner(Inventory(unavailable="no driver"))
+    embed = spec(gpus=1, cpu_fallback=True)
+
+    gpus.check([embed])
+    with caplog.at_level(logging.WARNING, logger="asya.local.gpus"):
+        got = [gpus.assign(embed, worker) for worker in range(3)]
+
+    assert gpus.on_cpu == ("embed",)
+    assert all(a is not None and a.on_cpu for a in got)
+    assert caplog.records == []
+
+
+def test_allowing_cpu_leaves_an_actor_the_machine_can_serve_on_its_gpus():
+    gpus = assigner(1)
+    embed = spec(gpus=1)
+
+    gpus.check([embed], use_cpu=True)
+
+    assert gpus.on_cpu == ()
+    held = gpus.assign(embed, 0)
+    assert held is not None
+    assert held.environment() == {"CUDA_VISIBLE_DEVICES": "GPU-0"}
+    assert gpus.assign(embed, 1) is None  # busy, not missing: it waits
+
+
+def test_machine_gpus_runs_an_actor_the_machine_cannot_serve_on_cpu_in_assign_or_cpu_mode():
+    workers = machine_gpus(
+        [spec(gpus=1), spec("clean")],
+        GpuMode.ASSIGN_OR_CPU,
+        env={},
+        inventory=lambda: Inventory(unavailable="no driver"),
+    )
+
+    assert workers is not None
+    assert workers.assigner.on_cpu == ("embed",)

@@ -158,3 +158,34 @@ async def test_in_process_mode_runs_a_gpu_actor_like_any_other_without_reading_t
             await running.wait(finals.done.wait())
 
     assert finals.envelopes[0].payload == {"n": 0, "seen": True}
+
+
+async def test_a_mesh_says_once_at_start_that_an_actor_no_machine_could_serve_runs_on_cpu():
+    # asya serve's mesh reads this machine's GPUs itself; 64 per worker is more than any has.
+    @actor(gpus=64, cpu_fallback=True)
+    def embed(doc):
+        return doc
+
+    records = []
+    said = logging.Handler()
+    said.emit = records.append
+    logging.getLogger("asya.local.mesh").addHandler(said)
+    try:
+        transport, finals = MemoryTransport(), Finals(1)
+        async with Mesh(
+            tuple(REGISTRY),
+            transport=transport,
+            hooks=finals,
+            sink=finals,
+            clock=SystemClock(),
+            rng=random.Random(1),
+            options=MeshOptions(poll_interval_s=0.01),
+        ):
+            pass
+    finally:
+        logging.getLogger("asya.local.mesh").removeHandler(said)
+
+    assert [r.getMessage() for r in records] == [
+        "GPU actors run on CPU: too few GPUs on this machine"
+    ]
+    assert records[0].actors == "embed"
