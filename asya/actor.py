@@ -18,7 +18,6 @@ from __future__ import annotations
 import difflib
 import enum
 import inspect
-import re
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
@@ -27,10 +26,9 @@ from typing import Annotated, Any, Final, TypedDict, TypeVar, Unpack, overload
 import msgspec
 
 from asya.context import Context
-from asya.envelope import ACTOR_NAME_MAX_LENGTH
 from asya.errors import ActorDefinitionError
-from asya.retry import RetryPolicy, RetrySchedule
-from asya.routing import route_name_problem
+from asya.retry import RetryPolicy, RetrySchedule, retry_option_hint
+from asya.routing import kebab_case, route_name_problem
 
 T = TypeVar("T")
 _View = TypeVar("_View", bound=msgspec.Struct)
@@ -279,9 +277,7 @@ def spec_of(obj: object) -> ActorSpec | None:
 
 def default_actor_name(obj: object) -> str:
     """`clean_text` -> `clean-text`; `SentimentScorer` -> `sentiment-scorer`."""
-    raw = getattr(obj, "__name__", type(obj).__name__)
-    kebab = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", raw).replace("_", "-").lower()
-    return kebab.strip("-")[:ACTOR_NAME_MAX_LENGTH]
+    return kebab_case(getattr(obj, "__name__", type(obj).__name__))
 
 
 def build_spec(obj: Any, options: Mapping[str, Any]) -> ActorSpec:
@@ -341,8 +337,11 @@ def _check_options(raw: Mapping[str, Any], label: str) -> ActorOptions:
 
 
 def _reject_unknown(raw: Mapping[str, Any], label: str) -> None:
-    for key in raw:
+    for key, value in raw.items():
         if key not in _OPTION_NAMES:
+            retry = retry_option_hint(key, value)
+            if retry is not None:
+                raise ActorDefinitionError(f"@actor on {label}: unknown option '{key}'; {retry}")
             close = difflib.get_close_matches(key, sorted(_OPTION_NAMES), n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             valid = ", ".join(sorted(_OPTION_NAMES))
