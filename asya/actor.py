@@ -30,11 +30,10 @@ from typing import Annotated, Any, Final, TypedDict, TypeVar, Unpack, overload
 import msgspec
 
 from asya.context import Context
-from asya.envelope import ACTOR_NAME_MAX_LENGTH
 from asya.errors import ActorDefinitionError
 from asya.payload_types import PayloadType, model_kind, payload_type_of
-from asya.retry import RetryPolicy, RetrySchedule
-from asya.routing import route_name_problem
+from asya.retry import RetryPolicy, RetrySchedule, retry_option_hint
+from asya.routing import kebab_case, route_name_problem
 
 T = TypeVar("T")
 _View = TypeVar("_View", bound=msgspec.Struct)
@@ -288,9 +287,7 @@ def spec_of(obj: object) -> ActorSpec | None:
 
 def default_actor_name(obj: object) -> str:
     """`clean_text` -> `clean-text`; `SentimentScorer` -> `sentiment-scorer`."""
-    raw = getattr(obj, "__name__", type(obj).__name__)
-    kebab = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", raw).replace("_", "-").lower()
-    return kebab.strip("-")[:ACTOR_NAME_MAX_LENGTH]
+    return kebab_case(getattr(obj, "__name__", type(obj).__name__))
 
 
 def build_spec(obj: Any, options: Mapping[str, Any]) -> ActorSpec:
@@ -354,8 +351,11 @@ def _check_options(raw: Mapping[str, Any], label: str) -> ActorOptions:
 
 
 def _reject_unknown(raw: Mapping[str, Any], label: str) -> None:
-    for key in raw:
+    for key, value in raw.items():
         if key not in _OPTION_NAMES:
+            retry = retry_option_hint(key, value)
+            if retry is not None:
+                raise ActorDefinitionError(f"@actor on {label}: unknown option '{key}'; {retry}")
             close = difflib.get_close_matches(key, sorted(_OPTION_NAMES), n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             valid = ", ".join(sorted(_OPTION_NAMES))

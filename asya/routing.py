@@ -19,6 +19,9 @@ and carries out the deliveries. The rules (DESIGN.md §3):
 
 from __future__ import annotations
 
+import difflib
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
@@ -26,6 +29,7 @@ from typing import Final
 import msgspec
 
 from asya.envelope import (
+    ACTOR_NAME_MAX_LENGTH,
     Branch,
     Envelope,
     ErrorInfo,
@@ -80,7 +84,35 @@ def route_name_problem(name: str) -> str | None:
             f"'{name}' is an end actor and cannot be routed to: return None to end"
             " successfully, raise to fail"
         )
-    return actor_name_problem(name)
+    problem = actor_name_problem(name)
+    if problem is None:
+        return None
+    kebab = kebab_case(name)
+    if kebab != name and actor_name_problem(kebab) is None and not is_end_actor(kebab):
+        # `human_review` is the Python name; `@actor` names the actor `human-review`.
+        return f"{problem}; did you mean '{kebab}' (actor names are kebab-case)?"
+    return problem
+
+
+def kebab_case(name: str) -> str:
+    """An actor's default name from its Python name: `clean_text` -> `clean-text`,
+    `SentimentScorer` -> `sentiment-scorer` (the name `@actor` gives when none is set)."""
+    kebab = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", name).replace("_", "-").lower()
+    return kebab.strip("-")[:ACTOR_NAME_MAX_LENGTH]
+
+
+def closest_actor(name: str, actors: Iterable[str]) -> str | None:
+    """The actor of `actors` that `name` most likely means, or None when none is close.
+
+    The kebab-case form first (`human_review`, the Python name, means `human-review`), then
+    the closest spelling (`clen` means `clean`), as `difflib` ranks them.
+    """
+    known = sorted(set(actors))
+    kebab = kebab_case(name)
+    if kebab in known:
+        return kebab
+    close = difflib.get_close_matches(name, known, n=1)
+    return close[0] if close else None
 
 
 def check_arrival(

@@ -5,6 +5,13 @@ is final â€” a generator on the route fans out, and each child ends on its own â
 final as a JSON line, in tree order, and exits 1 if any of them failed. On a timeout it
 prints the finals that came, says how much of the tree they cover, and exits 1. stdout holds
 nothing else: what the app's handlers print (with `--app`) goes to stderr.
+
+`--timeout` is both the wait and the envelope's deadline (`Client.call`): what has not run
+when the caller stops waiting ends in `error-end` (`DeadlineExceeded`) instead of running for
+nobody. So its default is long enough for the first call to a scaled-to-zero GPU actor.
+A route is checked as `asya dev` checks it (`check_route`), against the app in-process; on a
+broker an actor with no queue is guessed from the namespace's queues when the management API
+answers.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ import argparse
 import json
 import random
 import sys
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Final
 
 from asya import event_loop
 from asya.actor import ActorSpec
@@ -26,19 +33,30 @@ from asya.cli.options import (
     add_limits,
     add_route,
     limits,
+    seconds,
     write_line,
 )
+from asya.cli.status import read_queues
 from asya.client import CallTimeoutError, Client, Results
 from asya.clock import SystemClock
 from asya.envelope import Envelope
+from asya.errors import TransportError, UnknownActorError
 from asya.local.discovery import load_app
+from asya.local.inputs import check_route
 from asya.local.mesh import Mesh, MeshOptions
 from asya.local.report import RunStats
+from asya.routing import closest_actor, is_end_actor
 from asya.settings import Settings
+from asya.status import actor_of_queue, management_url_of
 from asya.transport.memory import MemoryTransport
 
 if TYPE_CHECKING:
     from asya.cli.options import Subparsers
+
+WAIT_S: Final = 600.0
+"""`--timeout`'s default, the wait and the deadline: a scaled-to-zero GPU actor's first call
+waits for the scaler's poll (30 s), maybe a new node and a pull of a large image (minutes) and
+its model's load, and must not expire on the way."""
 
 
 def add_parser(commands: Subparsers) -> None:
@@ -70,7 +88,15 @@ def add_parser(commands: Subparsers) -> None:
         help="wait for every final envelope (always, in-memory)",
     )
     send.add_argument(
-        "--timeout", type=float, default=60.0, help="seconds to wait for the result (60)"
+        "--timeout",
+        type=seconds,
+        metavar="S",
+        help=(
+            "with --wait (always, in-memory): seconds to wait for the finals, and also the"
+            " envelope's deadline, S seconds after sending: what has not run by then ends in"
+            f" error-end as DeadlineExceeded ({WAIT_S:g}, so that the first call to a"
+            " scaled-to-zero GPU actor can wait for a node, an image pull and a model load)"
+        ),
     )
     add_limits(send)
     add_broker(send, default_help="ASYA_BROKER_URL, else in-memory with --app")
@@ -100,15 +126,30 @@ def _send(args: argparse.Namespace, settings: Settings, stdout: IO[str]) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    if broker is not None and args.timeout is not None and not args.wait:
+        print(
+            "asya: --timeout is how long --wait waits (and the envelope's deadline): add --wait;"
+            " without it nothing waits and the envelope has no deadline",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     headers = dict(args.header)
+    timeout_s = WAIT_S if args.timeout is None else args.timeout
     try:
         if broker is not None:
-            main = _on_broker(args, settings, broker, route, payload, headers)
+            main = _on_broker(args, settings, broker, route, payload, headers, timeout_s)
             final = event_loop.run(main, settings.process.event_loop)
         else:
             assert app is not None
-            local = _in_memory(args, settings, app.specs, route, payload, headers)
+            if args.route:
+                check_route(route, (s.name for s in app.specs), option="--route")
+            local = _in_memory(args, settings, app.specs, route, payload, headers, timeout_s)
             final = event_loop.run(local, settings.process.event_loop)
+    except UnknownActorError as exc:
+        namespace = args.namespace or settings.transport.namespace
+        names = [s.name for s in app.specs] if app is not None else []
+        print(f"asya: {_unknown_actor(exc, names, broker, namespace, settings)}", file=sys.stderr)
+        return EXIT_USAGE
     except CallTimeoutError as exc:
         _write_all(stdout, exc.results)
         print(f"asya: {exc}", file=sys.stderr)
@@ -132,11 +173,12 @@ async def _on_broker(
     route: tuple[str, ...],
     payload: object,
     headers: dict[str, str],
+    timeout_s: float,
 ) -> Results | str:
     namespace = args.namespace or settings.transport.namespace
     async with Client(url, namespace=namespace, limits=limits(args, settings)) as client:
         if args.wait:
-            return await client.call(route, payload, timeout_s=args.timeout, headers=headers)
+            return await client.call(route, payload, timeout_s=timeout_s, headers=headers)
         return await client.send(route, payload, headers=headers)
 
 
@@ -147,6 +189,7 @@ async def _in_memory(
     route: tuple[str, ...],
     payload: object,
     headers: dict[str, str],
+    timeout_s: float,
 ) -> Results:
     transport = MemoryTransport()
     clock, rng = SystemClock(), random.Random()
@@ -162,7 +205,31 @@ async def _in_memory(
         options=options,
     ):
         client = Client(transport, limits=options.limits, clock=clock, rng=rng)
-        return await client.call(route, payload, timeout_s=args.timeout, headers=headers)
+        return await client.call(route, payload, timeout_s=timeout_s, headers=headers)
+
+
+def _unknown_actor(
+    exc: UnknownActorError, app: list[str], broker: str | None, namespace: str, settings: Settings
+) -> str:
+    """`exc` with the actor it most likely meant: of the broker namespace's queues when the
+    management API can be read (else how to list them), or of the app in-process."""
+    actors = app
+    if broker is not None:
+        try:
+            main = read_queues(management_url_of(broker))
+            queues = event_loop.run(main, settings.process.event_loop)
+        except TransportError:
+            return (
+                f"{exc}; is the actor served in namespace '{namespace}'? (asya status --broker"
+                f" URL --namespace {namespace} lists its actors)"
+            )
+        found = (actor_of_queue(namespace, name) for name in queues)
+        actors = [f[0] for f in found if f is not None and not f[1] and not is_end_actor(f[0])]
+    guess = closest_actor(exc.actor, actors)
+    if guess is not None:
+        return f"{exc}; did you mean '{guess}'?"
+    where = "the app" if broker is None else f"namespace '{namespace}'"
+    return f"{exc}; the actors of {where} are: {', '.join(sorted(set(actors))) or 'none'}"
 
 
 async def _ignore(envelope: Envelope) -> None:

@@ -11,7 +11,6 @@ source are arguments.
 
 from __future__ import annotations
 
-import difflib
 import random
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
@@ -25,12 +24,13 @@ from asya.envelope import (
     Reason,
     Route,
     Status,
+    actor_name_problem,
     decode_envelope,
     encode_payload,
     new_envelope_id,
 )
 from asya.errors import EnvelopeError, PayloadTooLargeError, SettingsError
-from asya.routing import Delivery, Rejection, plan_malformed
+from asya.routing import Delivery, Rejection, closest_actor, plan_malformed, route_name_problem
 
 ENTRY_UNKNOWN = "input"
 """The actor recorded for a bad line when no route says where it was going."""
@@ -107,8 +107,8 @@ def check_route(route: Sequence[str], actors: Iterable[str], *, option: str) -> 
     for name in route:
         if name in known:
             continue
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f"did you mean '{close[0]}'?" if close else f"the actors are: {', '.join(known)}"
+        close = closest_actor(name, known)
+        hint = f"did you mean '{close}'?" if close else f"the actors are: {', '.join(known)}"
         raise SettingsError(
             f"{option} names '{name}', which the app does not define; {hint}",
             variable=option,
@@ -131,6 +131,9 @@ def _whole_envelope(
     if isinstance(draft["route"], list):
         names = draft["route"]
         draft["route"] = {"curr": names[0], "next": names[1:]} if names else {}
+    problem = _route_problem(draft["route"])
+    if problem is not None:
+        return bad(Reason.MALFORMED_ENVELOPE, problem)
     draft.setdefault("id", new_envelope_id(now, rng))
     status = draft.setdefault("status", {})
     if isinstance(status, dict):
@@ -144,3 +147,17 @@ def _whole_envelope(
     except EnvelopeError as exc:
         return bad(Reason.MALFORMED_ENVELOPE, str(exc))
     return envelope
+
+
+def _route_problem(route: object) -> str | None:
+    """Why a line's route names something that cannot be an actor, in words with the fix
+    (`human_review` -> `human-review`); the envelope decoder's pattern error says neither."""
+    if not isinstance(route, dict):
+        return None
+    curr, rest = route.get("curr"), route.get("next")
+    names = [curr, *rest] if isinstance(rest, list) else [curr]
+    for name in names:
+        # Only names no actor can have: an end actor as `curr` (a final fed back in) is kept.
+        if isinstance(name, str) and actor_name_problem(name) is not None:
+            return f"route: {route_name_problem(name)}"
+    return None

@@ -16,6 +16,7 @@ import asyncio
 import collections
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from asya.envelope import Envelope, Phase
 from asya.hooks import StepResult
@@ -27,9 +28,14 @@ from asya.metrics import EnvelopeOutcome, Metrics
 class ActorStats:
     """One actor's line of the summary, read from the run's metrics."""
 
-    processed: int = 0
+    envelopes: int = 0
+    """Envelopes the actor finished with: passed on (succeeded) or sent to `error-end`."""
+    attempts: int = 0
+    """Calls, retries included: `envelopes` plus `retried`."""
     retried: int = 0
+    """Calls that failed and were tried again later."""
     failed: int = 0
+    """Envelopes the actor sent to `error-end`."""
     p50_s: float = 0.0
     p95_s: float = 0.0
     peak_workers: int = 0
@@ -89,7 +95,8 @@ class RunStats(MeshHooks):
         """`name`'s statistics so far."""
         counts = self.metrics.step_counts(name)
         return ActorStats(
-            processed=sum(counts[o] for o in _STEP_OUTCOMES),
+            envelopes=counts[EnvelopeOutcome.SUCCEEDED] + counts[EnvelopeOutcome.FAILED],
+            attempts=sum(counts[o] for o in _STEP_OUTCOMES),
             retried=counts[EnvelopeOutcome.RETRIED],
             failed=counts[EnvelopeOutcome.FAILED],
             p50_s=self.metrics.processing_quantile_s(name, 0.50),
@@ -130,16 +137,31 @@ def aligned(rows: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
+SUMMARY_COLUMNS: Final = (
+    "actor",
+    "envelopes",
+    "attempts",
+    "retried",
+    "failed",
+    "p50 ms",
+    "p95 ms",
+    "peak workers",
+)
+"""The summary's columns: envelopes each actor finished with (passed on or failed), its calls
+(retries included, so attempts = envelopes + retried), the calls retried, the envelopes it
+sent to `error-end`, the call time's median and 95th percentile, and its most workers at once."""
+
+
 def format_summary(stats: RunStats, actor_order: Sequence[str], elapsed_s: float) -> str:
-    """The per-actor table and the totals line."""
-    header = ("actor", "processed", "retried", "failed", "p50 ms", "p95 ms", "peak workers")
-    rows = [header]
+    """The per-actor table (`SUMMARY_COLUMNS`) and the totals line."""
+    rows: list[Sequence[str]] = [SUMMARY_COLUMNS]
     for name in actor_order:
         s = stats.actor(name)
         rows.append(
             (
                 name,
-                str(s.processed),
+                str(s.envelopes),
+                str(s.attempts),
                 str(s.retried),
                 str(s.failed),
                 f"{s.p50_s * 1000:.1f}",

@@ -43,7 +43,7 @@ def test_the_quickstart_prints_one_final_envelope_per_input_and_children_and_a_s
     finals = [json.loads(line) for line in done.stdout.splitlines()]
     assert done.returncode == 0, done.stderr
     assert {f["status"]["phase"] for f in finals} == {"succeeded"}
-    assert "actor            processed  retried  failed" in done.stderr
+    assert "actor            envelopes  attempts  retried  failed" in done.stderr
     assert f"final envelopes: {len(finals)} ({len(finals)} succeeded, 0 failed)" in done.stderr
 
 

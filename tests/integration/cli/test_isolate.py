@@ -79,11 +79,11 @@ async def test_an_isolated_actor_scales_past_one_pod_on_a_deep_queue_and_counts_
 
     process, finals, err = await dev_isolated(SCALING_APP, inputs, tmp_path, amqp_url)
 
-    [row] = re.findall(r"^work\s+(\d+)\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+(\d+)$", err, re.M)
-    processed, retried, failed, peak = map(int, row)
+    [row] = re.findall(r"^work\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+(\d+)$", err, re.M)
+    envelopes, attempts, retried, failed, peak = map(int, row)
     assert process.returncode == 0, err
     assert sorted(f["payload"]["n"] for f in finals) == list(range(30))
-    assert (processed, retried, failed) == (30, 0, 0)
+    assert (envelopes, attempts, retried, failed) == (30, 30, 0, 0)
     assert 1 < peak <= 3
     assert err.count("asya-sidecar: serving 'work'") == peak
     assert "final envelopes: 30 (30 succeeded, 0 failed)" in err

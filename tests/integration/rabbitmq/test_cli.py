@@ -71,7 +71,7 @@ async def test_dev_isolated_runs_real_pods_and_every_failure_path_ends_in_error_
         "PayloadTooLarge": 1,
     }
     # Each actor scales from zero: one pod (runtime + sidecar) per worker it ever had.
-    peaks = [int(p) for p in re.findall(r"^[a-z-]+(?:\s+\S+){5}\s+(\d+)$", err, re.M)]
+    peaks = [int(p) for p in re.findall(r"^[a-z-]+(?:\s+\S+){6}\s+(\d+)$", err, re.M)]
     assert len(peaks) == 5
     assert err.count("asya-sidecar: serving") == sum(peaks)
     assert "Traceback" not in err

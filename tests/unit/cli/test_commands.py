@@ -127,7 +127,9 @@ def test_send_to_an_unknown_first_actor_fails_loudly(capsys):
     code = main(["send", "--app", str(QUICKSTART), "--route", "translate", "--payload", "{}"])
 
     assert code == 2
-    assert "no queue for actor 'translate'" in capsys.readouterr().err
+    assert "--route names 'translate', which the app does not define; the actors are:" in (
+        capsys.readouterr().err
+    )
 
 
 def test_send_with_a_payload_that_is_not_json_is_a_usage_error(capsys):

@@ -54,7 +54,7 @@ async def test_every_input_reaches_an_end_and_is_counted_per_actor():
     assert len(finals) == 6
     assert result.stats.succeeded == 5
     assert result.stats.failed_by_reason == {"HandlerError": 1}
-    assert result.stats.actors["a"].processed == 6
+    assert result.stats.actors["a"].envelopes == 6
     assert result.stats.actors["b"].failed == 1
     assert result.stats.actors["b"].retried == 2
     assert result.stats.actors["a"].peak_workers == 3

@@ -128,3 +128,32 @@ def test_a_route_naming_an_unknown_actor_is_refused_naming_the_closest_one():
 def test_a_route_with_no_close_name_lists_the_actors():
     with pytest.raises(SettingsError, match="the actors are: score, split"):
         check_route(("translate",), ["split", "score"], option="--route")
+
+
+def test_a_whole_envelope_routed_to_a_python_name_goes_to_error_end_naming_the_actor():
+    item = parse('{"route": ["clean", "human_review"], "payload": {}}')
+
+    assert isinstance(item, Delivery)
+    assert item.target == ERROR_END
+    assert item.envelope.status.reason is Reason.MALFORMED_ENVELOPE
+    assert item.envelope.status.error.message == (
+        "input line 7: route: 'human_review' is not a valid actor name: use lowercase letters,"
+        " digits and '-', at most 53 characters; did you mean 'human-review' (actor names are"
+        " kebab-case)?"
+    )
+
+
+def test_a_whole_envelope_at_an_end_actor_is_kept_as_it_was():
+    item = parse('{"route": {"prev": ["a"], "curr": "happy-end"}, "payload": 1}')
+
+    assert isinstance(item, Envelope)
+    assert item.route.curr == "happy-end"
+
+
+def test_check_route_prefers_the_kebab_case_form_of_a_python_name():
+    with pytest.raises(SettingsError) as caught:
+        check_route(["data_set"], ["dataset", "data-set"], option="--route")
+
+    assert str(caught.value) == (
+        "--route names 'data_set', which the app does not define; did you mean 'data-set'?"
+    )

@@ -25,4 +25,4 @@ async def test_envelopes_reach_their_end_when_every_instrument_raises():
     stats = await run_mesh([{"n": n} for n in range(3)], ["a"], metrics=metrics)
 
     assert stats.succeeded == 3
-    assert stats.actor("a").processed == 3
+    assert stats.actor("a").envelopes == 3

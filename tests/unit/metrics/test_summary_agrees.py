@@ -45,7 +45,7 @@ async def test_the_summary_table_shows_what_the_chain_metrics_count():
     rows = _rows(format_summary(stats, ["a", "b"], 1.0))
     s = scrape(metrics)
     for name in ("a", "b"):
-        processed, retried, failed, p50, p95, _ = rows[name]
+        envelopes, attempts, retried, failed, p50, p95, _ = rows[name]
         count = {
             outcome: sum(
                 v
@@ -56,13 +56,14 @@ async def test_the_summary_table_shows_what_the_chain_metrics_count():
             )
             for outcome in ("succeeded", "retried", "failed")
         }
-        assert int(processed) == sum(count.values())
+        assert int(envelopes) == count["succeeded"] + count["failed"]
+        assert int(attempts) == sum(count.values())
         assert int(retried) == count["retried"]
         assert int(failed) == count["failed"]
         assert p50 == _quantile_ms(s, name, 0.50)
         assert p95 == _quantile_ms(s, name, 0.95)
-    assert rows["a"][:3] == ["8", "0", "0"]
-    assert rows["b"][:3] == ["10", "2", "2"]
+    assert rows["a"][:4] == ["8", "8", "0", "0"]
+    assert rows["b"][:4] == ["8", "10", "2", "2"]
     assert value(s, "asya_end_arrivals_total", actor="error-end", reason="HandlerError") == 2
 
 
@@ -87,7 +88,7 @@ async def test_without_prometheus_client_the_summary_counts_the_same(monkeypatch
     table = format_summary(in_house, ["a", "b"], 1.0)
     assert table == format_summary(with_client, ["a", "b"], 1.0)
     # a: 4, 30 and 200 ms; p50 is halfway through (25, 50] ms, p95 85% through (100, 250] ms
-    assert _rows(table)["a"] == ["3", "1", "1", "37.5", "227.5", "0"]
+    assert _rows(table)["a"] == ["2", "3", "1", "1", "37.5", "227.5", "0"]
 
 
 async def _ignore(envelope) -> None:
