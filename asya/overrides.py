@@ -6,9 +6,11 @@ runtime container as one JSON object, named and shaped as in the CR. Each runtim
 applies them to the spec it loaded, before it tells its sidecar about the actor, so the
 worker's timeout, the sidecar's retries and batching, and the pool size all see one spec.
 
-A retry override replaces the decorator's policy whole, as `@actor(retry=RetryPolicy(...))`
-would (a field left out takes RetryPolicy's default), except for the exception types retried,
-which only code can name: those stay the decorator's.
+A batch override changes the size and wait of an actor declared with `batch`; it cannot make
+a handler that takes one payload take lists. A retry override replaces the decorator's policy
+whole, as `@actor(retry=RetryPolicy(...))` would (a field left out takes RetryPolicy's
+default), except for the exception types retried, which only code can name: those stay the
+decorator's.
 """
 
 from __future__ import annotations
@@ -64,8 +66,17 @@ def apply_overrides(spec: ActorSpec, overrides: ActorOverrides) -> ActorSpec:
     """`spec` with the overridden fields replaced.
 
     Raises:
-        ActorDefinitionError: the retry override is not a valid RetryPolicy.
+        ActorDefinitionError: the retry override is not a valid RetryPolicy, or a batch
+            override names an actor whose handler takes one payload.
     """
+    if overrides.batch is not None and spec.batch is None:
+        # Its handler takes one payload, not a list: every call would fail.
+        raise ActorDefinitionError(
+            f"ASYA_ACTOR_OVERRIDES sets a batch for '{spec.name}', whose handler takes one"
+            " payload at a time: declare @actor(batch=N) on a handler that takes a list, or"
+            " remove `batch` from the AsyncActor",
+            actor=spec.name,
+        )
     changes: dict[str, Any] = {}
     if overrides.timeout_seconds is not None:
         changes["timeout_s"] = overrides.timeout_seconds

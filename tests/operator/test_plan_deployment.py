@@ -61,7 +61,7 @@ def test_the_crs_execution_fields_reach_the_runtime_as_overrides_it_applies():
 
     overrides = parse_overrides(env["ASYA_ACTOR_OVERRIDES"])
     spec = apply_overrides(
-        build_spec(_handler, {"name": "normalize", "batch_wait_ms": 40}), overrides
+        build_spec(_handler, {"name": "normalize", "batch": 4, "batch_wait_ms": 40}), overrides
     )
     assert (spec.timeout_s, spec.concurrency, spec.batch) == (5.0, 3, 16)
     assert spec.retry.max_attempts == 2
@@ -70,8 +70,8 @@ def test_the_crs_execution_fields_reach_the_runtime_as_overrides_it_applies():
     assert "ASYA_ACTOR_OVERRIDES" not in str(container(deployment(), "runtime")["env"])
 
 
-def _handler(payload):
-    return payload
+def _handler(payloads):
+    return payloads
 
 
 def test_the_sidecar_gets_actor_namespace_socket_port_and_the_broker_url_from_the_secret():

@@ -82,3 +82,10 @@ def test_bad_overrides_are_refused_naming_the_field(text, named):
 def test_a_retry_override_that_is_no_valid_policy_is_refused():
     with pytest.raises(ActorDefinitionError, match=r"factor must be >= 1\.0"):
         apply_overrides(SPEC, parse_overrides('{"retry": {"factor": 0.5}}'))
+
+
+def test_a_batch_for_an_actor_that_takes_one_payload_is_refused_naming_the_fix():
+    one_at_a_time = build_spec(handler, {"name": "single"})
+
+    with pytest.raises(ActorDefinitionError, match=r"'single'.*@actor\(batch=N\)"):
+        apply_overrides(one_at_a_time, parse_overrides('{"batch": {"size": 4}}'))
