@@ -39,7 +39,7 @@ from asya.errors import EnvelopeError, PayloadTooLargeError, TransportError, Unk
 from asya.handler import Invoker
 from asya.hooks import NO_HOOKS, NO_TRACE, Hooks, StepResult, Trace
 from asya.message_loop import Finish, Settle
-from asya.outcome import NotStarted, Outcome, Success
+from asya.outcome import NotStarted, Outcome, Success, unsendable_output
 from asya.retry import next_delay_ms
 from asya.routing import (
     ERROR_END,
@@ -305,10 +305,5 @@ class Consumer:
         kept = msgspec.structs.replace(
             base, id=output.id, parent_id=output.parent_id, lineage=output.lineage
         )
-        reason = (
-            Reason.PAYLOAD_TOO_LARGE
-            if isinstance(exc, PayloadTooLargeError)
-            else Reason.INVALID_OUTPUT
-        )
-        message = f"output of '{self.config.name}' cannot be sent: {exc}"
-        return plan_rejection(kept, Rejection(reason, message), self._clock.now())
+        failure = unsendable_output(self.config.name, exc)
+        return plan_rejection(kept, Rejection(failure.reason, failure.message), self._clock.now())

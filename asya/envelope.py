@@ -20,9 +20,11 @@ from typing import Annotated, Any, Final, TypeAlias
 import msgspec
 
 from asya.errors import EnvelopeError, PayloadTooLargeError
+from asya.json_values import unfaithful_value
 
 Payload: TypeAlias = Any
-"""User data: whatever JSON value a handler takes and returns."""
+"""User data: whatever JSON value a handler takes and returns (`asya.json_values` says which
+Python values those are)."""
 
 ACTOR_NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 """Actor names are DNS-1123 labels: they become queue, Deployment and label names."""
@@ -203,6 +205,7 @@ class Envelope(msgspec.Struct, frozen=True, kw_only=True):
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Envelope)
+_any_decoder = msgspec.json.Decoder()
 _portable_encoder = msgspec.msgpack.Encoder()
 
 _DIGITS_AS_NUL: Final = bytes.maketrans(b"0123456789", b"\0" * 10)
@@ -226,21 +229,18 @@ def new_envelope_id(now: datetime, rng: random.Random) -> str:
     return "".join(reversed(chars))
 
 
-def encode_payload(payload: Payload, limits: Limits) -> bytes:
+def encode_payload(payload: Payload, limits: Limits, *, root: str = "payload") -> bytes:
     """Encode a payload as JSON and hold it to the size limit.
 
+    Only what arrives as it was sent is encoded (`asya.json_values`): NaN, sets, bytes, dates,
+    numpy values and the like fail, the message naming their place under `root`
+    (`payload.scores[3]`) and the fix. Tuples become lists.
+
     Raises:
-        EnvelopeError: the payload holds something JSON cannot carry.
+        EnvelopeError: the payload holds something JSON cannot carry faithfully.
         PayloadTooLargeError: the encoded payload is over `limits.max_payload_bytes`.
     """
-    try:
-        data = _encoder.encode(payload)
-    except RecursionError as exc:
-        raise EnvelopeError(_too_deep()) from exc
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise EnvelopeError(f"payload cannot be encoded as JSON: {exc}") from exc
-    if _may_nest_deeper(data) and _nested_deeper_than(payload, MAX_NESTING):
-        raise EnvelopeError(_too_deep())
+    data = _encode(payload, root)
     if len(data) > limits.max_payload_bytes:
         raise PayloadTooLargeError(
             f"payload is {len(data)} bytes, over the limit of {limits.max_payload_bytes} bytes;"
@@ -248,14 +248,66 @@ def encode_payload(payload: Payload, limits: Limits) -> bytes:
             limit_bytes=limits.max_payload_bytes,
             observed_bytes=len(data),
         )
+    _check_faithful(payload, data, root)
     return data
+
+
+def check_payload(payload: Payload, *, root: str = "payload") -> None:
+    """Hold a payload to what `encode_payload` accepts, its size aside.
+
+    Raises:
+        EnvelopeError: the payload holds something JSON cannot carry faithfully.
+    """
+    _check_faithful(payload, _encode(payload, root), root)
+
+
+def _encode(payload: Payload, root: str) -> bytes:
+    try:
+        data = _encoder.encode(payload)
+    except RecursionError as exc:
+        raise EnvelopeError(_too_deep()) from exc
+    except (TypeError, ValueError, OverflowError) as exc:
+        problem = unfaithful_value(payload, root)
+        if problem is None:
+            problem = f"{root} cannot be encoded as JSON: {exc}"
+        raise EnvelopeError(problem) from exc
+    if _may_nest_deeper(data) and _nested_deeper_than(payload, MAX_NESTING):
+        raise EnvelopeError(_too_deep())
+    return data
+
+
+def _check_faithful(payload: Payload, data: bytes, root: str) -> None:
+    if not _is_plain(payload, data):
+        problem = unfaithful_value(payload, root)
+        if problem is not None:
+            raise EnvelopeError(problem)
+
+
+def _is_plain(payload: Payload, data: bytes) -> bool:
+    """Whether `payload` surely holds JSON's own values only; False sends it to the walk
+    (`asya.json_values`), which tells what is converted on purpose from what fails.
+
+    Each test runs at C speed. msgpack refuses integers past 64 bits. `to_builtins` turns sets,
+    bytes, dates, UUIDs, decimals, plain enums and non-string keys into something else, so the
+    payload no longer equals it; but it keeps each float as it was, and a container compares
+    its items by identity first, so NaN would pass: NaN and ±Infinity encode as `null`, and
+    with a `null` in the text the payload must instead decode back equal (slower: a vector's
+    floats are parsed again).
+    """
+    try:
+        _portable_encoder.encode(payload)
+        if b"null" in data:
+            return bool(_any_decoder.decode(data) == payload)
+        return bool(msgspec.to_builtins(payload, str_keys=True) == payload)
+    except Exception:  # past 64 bits, or a user type's __eq__ that raises: the walk says
+        return False
 
 
 def encode_envelope(envelope: Envelope, limits: Limits) -> bytes:
     """Encode an envelope as JSON, its payload held to the size limit.
 
     Raises:
-        EnvelopeError: the payload holds something JSON cannot carry.
+        EnvelopeError: the payload holds something JSON cannot carry faithfully.
         PayloadTooLargeError: the encoded payload is over the limit.
     """
     raw = msgspec.Raw(encode_payload(envelope.payload, limits))

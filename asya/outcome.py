@@ -12,6 +12,7 @@ from __future__ import annotations
 import msgspec
 
 from asya.envelope import Payload, Reason
+from asya.errors import EnvelopeError, PayloadTooLargeError
 
 
 class Emitted(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
@@ -52,4 +53,17 @@ def worker_crashed(message: str) -> Failure:
     """A call that ended with its worker, not with the handler: retryable."""
     return Failure(
         reason=Reason.WORKER_CRASHED, type="WorkerCrashed", message=message, retryable=True
+    )
+
+
+def unsendable_output(actor: str, error: EnvelopeError) -> Failure:
+    """The failure of a call whose output cannot be sent (`encode_payload` refused it): too
+    large, or not faithful JSON; permanent, as another attempt returns the same."""
+    too_large = isinstance(error, PayloadTooLargeError)
+    reason = Reason.PAYLOAD_TOO_LARGE if too_large else Reason.INVALID_OUTPUT
+    return Failure(
+        reason=reason,
+        type=reason.value,
+        message=f"output of '{actor}' cannot be sent: {error}",
+        retryable=False,
     )

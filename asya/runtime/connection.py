@@ -5,8 +5,9 @@ the sidecar) passes calls to the workers still encoded; `WorkerConnection` on th
 from the runtime to each worker process decodes them and runs the handler. Each Call runs as
 its own task so many are in flight at once (the invoker starts them in order, as many at once
 as it runs; see `asya.handler.Invoker`); answers share one writer. A Drain frame drains the
-invoker. Outputs that msgpack cannot carry become
-`InvalidOutput` failures, and a Result over the bounds this side promised in its Pong becomes
+invoker. A worker's outputs that JSON does not carry faithfully (checked before msgpack, which
+would carry sets and dates changed) become `InvalidOutput` failures, as they do in-process, and
+a Result over the bounds this side promised in its Pong becomes
 `PayloadTooLarge` failures, instead of breaking the connection. A frame from the peer that is
 over the Call bound, stalls mid-way or is not ours closes the connection, with a log line.
 """
@@ -23,10 +24,10 @@ from typing import Any, Generic, Protocol, TypeVar
 import msgspec
 
 from asya.actor import ActorConfig
-from asya.envelope import Reason
-from asya.errors import RuntimeProtocolError
+from asya.envelope import Reason, check_payload
+from asya.errors import EnvelopeError, RuntimeProtocolError
 from asya.handler import Invoker
-from asya.outcome import Failure, Outcome, worker_crashed
+from asya.outcome import Failure, Outcome, Success, unsendable_output, worker_crashed
 from asya.runtime.frames import (
     FRAME_TIMEOUT_S,
     PROTOCOL,
@@ -178,7 +179,22 @@ class WorkerConnection(Connection[Invoker]):
         return self._answer(frame) if isinstance(frame, Call) else None
 
     async def _answer(self, call: Call) -> None:
-        await self._send_result(call.id, await self._invoker.invoke(call.envelopes))
+        outcomes = await self._invoker.invoke(call.envelopes)
+        await self._send_result(call.id, [_sendable(o, self._info.name) for o in outcomes])
+
+
+def _sendable(outcome: Outcome, actor: str) -> Outcome:
+    """`outcome`, or the `InvalidOutput` failure of an output JSON does not carry faithfully.
+
+    The whole call fails: an outcome cannot fail one output alone (in-process, the consumer
+    fails only that output's envelope)."""
+    if isinstance(outcome, Success):
+        try:
+            for output in outcome.outputs:
+                check_payload(output.payload)
+        except EnvelopeError as exc:
+            return unsendable_output(actor, exc)
+    return outcome
 
 
 class ForwardingConnection(Connection[ForwardedInvoker]):

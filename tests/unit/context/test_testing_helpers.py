@@ -99,12 +99,12 @@ def test_call_actor_on_a_class_instantiates_it_and_calls_it():
     assert call_actor(Scorer, {"n": 1}).payloads == [11]
 
 
-def test_call_actor_calls_a_batch_actor_with_a_batch_of_one():
+def test_call_actor_calls_a_batch_actor_with_the_batch_it_is_given():
     @actor(batch=8)
     def embed(docs):
         return [len(docs)]
 
-    assert call_actor(embed, {"text": "a"}).payloads == [1]
+    assert call_actor(embed, [{"text": "a"}]).payloads == [1]
 
 
 def test_call_actor_reports_a_failure_as_asya_would_record_it():

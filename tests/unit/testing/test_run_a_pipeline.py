@@ -8,7 +8,7 @@ import pytest
 
 from asya import PermanentError, actor
 from asya.envelope import Reason
-from asya.errors import ActorDefinitionError, SettingsError
+from asya.errors import ActorDefinitionError, EnvelopeError, SettingsError
 from asya.testing import arun, run
 
 TREE_APP = Path(__file__).parents[1] / "client" / "tree_app.py"
@@ -95,3 +95,12 @@ def test_run_keeps_a_gpu_actor_in_process_so_a_test_needs_no_gpu():
     results = run([on_gpu], [1, 2])
 
     assert results.payloads == [2, 3]
+
+
+def test_run_refuses_an_input_a_pipeline_could_not_send_naming_its_place():
+    @actor
+    def echo(doc):
+        return doc
+
+    with pytest.raises(EnvelopeError, match=r"^payloads\[1\]\.tags is \{'a'\} \(set\)"):
+        run([echo], [{"tags": ["a"]}, {"tags": {"a"}}])
