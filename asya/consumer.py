@@ -83,9 +83,11 @@ class Consumer:
         clock: Clock,
         rng: random.Random,
         hooks: Hooks = NO_HOOKS,
+        outputs_checked: bool = False,
     ) -> None:
         """`hooks`: what hears of each envelope (`asya.hooks.combined` of tracing, metrics and
-        step observers)."""
+        step observers). `outputs_checked`: the invoker's outputs hold JSON's own values only
+        (a runtime's workers check each before sending it), so encoding them checks no more."""
         self.config = config
         self._transport = transport
         self._invoker = invoker
@@ -93,6 +95,7 @@ class Consumer:
         self._clock = clock
         self._rng = rng
         self._hooks = hooks
+        self._outputs_checked = outputs_checked
 
     def drain(self) -> None:
         """Calls queued at the invoker and not started come back as `Settle.REQUEUE`."""
@@ -291,8 +294,9 @@ class Consumer:
             await self._transport.park(body, reason=f"{ERROR_END} has no queue")
 
     def _encode(self, delivery: Delivery) -> bytes:
-        limits = END_LIMITS if delivery.target == ERROR_END else self._limits
-        return encode_envelope(delivery.envelope, limits)
+        if delivery.target == ERROR_END:  # a record of what arrived as JSON
+            return encode_envelope(delivery.envelope, END_LIMITS, checked=True)
+        return encode_envelope(delivery.envelope, self._limits, checked=self._outputs_checked)
 
     def _reject_output(
         self, delivery: Delivery, source: Envelope | None, exc: EnvelopeError

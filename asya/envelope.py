@@ -229,12 +229,16 @@ def new_envelope_id(now: datetime, rng: random.Random) -> str:
     return "".join(reversed(chars))
 
 
-def encode_payload(payload: Payload, limits: Limits, *, root: str = "payload") -> bytes:
+def encode_payload(
+    payload: Payload, limits: Limits, *, root: str = "payload", checked: bool = False
+) -> bytes:
     """Encode a payload as JSON and hold it to the size limit.
 
     Only what arrives as it was sent is encoded (`asya.json_values`): NaN, sets, bytes, dates,
     numpy values and the like fail, the message naming their place under `root`
-    (`payload.scores[3]`) and the fix. Tuples become lists.
+    (`payload.scores[3]`) and the fix. Tuples become lists. `checked`: the payload is known to
+    hold JSON's own values only (decoded from JSON, or checked where it was made, as a runtime
+    worker does): it is encoded and held to the size limit, not checked again.
 
     Raises:
         EnvelopeError: the payload holds something JSON cannot carry faithfully.
@@ -248,7 +252,8 @@ def encode_payload(payload: Payload, limits: Limits, *, root: str = "payload") -
             limit_bytes=limits.max_payload_bytes,
             observed_bytes=len(data),
         )
-    _check_faithful(payload, data, root)
+    if not checked:
+        _check_faithful(payload, data, root)
     return data
 
 
@@ -303,14 +308,15 @@ def _is_plain(payload: Payload, data: bytes) -> bool:
         return False
 
 
-def encode_envelope(envelope: Envelope, limits: Limits) -> bytes:
-    """Encode an envelope as JSON, its payload held to the size limit.
+def encode_envelope(envelope: Envelope, limits: Limits, *, checked: bool = False) -> bytes:
+    """Encode an envelope as JSON, its payload held to the size limit (`checked`: as for
+    `encode_payload`).
 
     Raises:
         EnvelopeError: the payload holds something JSON cannot carry faithfully.
         PayloadTooLargeError: the encoded payload is over the limit.
     """
-    raw = msgspec.Raw(encode_payload(envelope.payload, limits))
+    raw = msgspec.Raw(encode_payload(envelope.payload, limits, checked=checked))
     return _encoder.encode(msgspec.structs.replace(envelope, payload=raw))
 
 

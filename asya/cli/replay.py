@@ -103,7 +103,9 @@ async def _replay(
                 write_line(out, replay)
             else:
                 try:
-                    await store.resubmit(replay.route.curr, encode_envelope(replay, END_LIMITS))
+                    await store.resubmit(
+                        replay.route.curr, encode_envelope(replay, END_LIMITS, checked=True)
+                    )
                 except UnknownActorError:
                     print(f"asya: {failure.id}: actor '{replay.route.curr}' has no queue", file=err)
                     continue

@@ -188,13 +188,15 @@ class EndActor:
         """
         if self.name == HAPPY_END and envelope.status.phase is Phase.FAILED:
             try:
-                await self._transport.publish(ERROR_END, encode_envelope(envelope, END_LIMITS))
+                await self._transport.publish(
+                    ERROR_END, encode_envelope(envelope, END_LIMITS, checked=True)
+                )
                 return
             except UnknownActorError:
                 await self._park(message, f"{ERROR_END} has no queue")
                 return
         try:
-            body = encode_envelope(envelope, END_LIMITS)
+            body = encode_envelope(envelope, END_LIMITS, checked=True)  # decoded from JSON
         except EnvelopeError as exc:
             await self._park(message, f"{self.name} could not encode its record: {exc}")
             return

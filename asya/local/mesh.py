@@ -45,6 +45,7 @@ from asya.local.scaler import Scaler
 from asya.message_loop import MessageLoop
 from asya.metrics import Metrics
 from asya.routing import ERROR_END, HAPPY_END
+from asya.runtime.workers import ProcessInvoker
 from asya.transport.base import Transport
 
 log = logging.getLogger(__name__)
@@ -247,6 +248,8 @@ class Mesh:
             clock=self._clock,
             rng=self._rng,
             hooks=hooks,
+            # Worker processes check each output before sending it (`asya.runtime.connection`).
+            outputs_checked=isinstance(invoker, ProcessInvoker),
         )
         loop = MessageLoop.for_actor(
             self._transport, spec.config, consumer, depth=self._options.depth, hooks=hooks

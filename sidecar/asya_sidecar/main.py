@@ -259,6 +259,7 @@ async def _actor_loop(
         clock=clock,
         rng=rng,
         hooks=hooks,
+        outputs_checked=True,  # the runtime's workers check each output before sending it
     )
     return MessageLoop.for_actor(
         transport, info, consumer, depth=settings.process.pipeline_depth, hooks=hooks

@@ -26,7 +26,7 @@ async def _split_flaky_store(spans):
     def store(word):
         return word
 
-    results = await arun([split, flaky, store], ["a b"])
+    results = await arun([split, flaky, store], ["a b"], backoff=True)  # the policy's delays
 
     assert results.payloads == ["A", "B"]
     return {span.context.span_id: span for span in spans.get_finished_spans()}
