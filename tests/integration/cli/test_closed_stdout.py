@@ -45,7 +45,7 @@ async def test_a_reader_that_leaves_after_one_line_ends_nothing_and_the_counts_s
     assert json.loads(first)["status"]["phase"] == "succeeded"
     assert "asya: stdout was closed after" in err
     assert "final envelopes: 58 (58 succeeded, 0 failed)" in err
-    assert "normalize               52        0       0" in err
+    assert "normalize               52        52        0       0" in err
     assert "Traceback" not in err
     assert "BrokenPipeError" not in err
 
