@@ -1,15 +1,16 @@
 """The triage pipeline's own tests: `pytest examples/first-day`.
 
-Decorated actors stay plain Python (`Embed()(docs)`); `call_actor` calls one actor exactly as
-asya would, its retry policy included; `run` sends payloads through the whole pipeline in
-memory, with `asya dev`'s own runner, and returns every final envelope.
+Decorated actors stay plain Python (`Embed()(docs)` works too); `call_actor` calls one actor as
+a pipeline would — a batch actor with a real batch, its outputs encoded as JSON, its retry
+policy deciding what is retried; `run` sends payloads through the whole pipeline in memory,
+with `asya dev`'s own runner (retrying at once), and returns every final envelope.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from triage import Embed, clean
+from triage import Classify, Embed, clean
 
 from asya.envelope import Reason
 from asya.testing import call_actor, run
@@ -36,10 +37,20 @@ def test_markup_and_extra_whitespace_are_cleaned_away():
 def test_a_batch_of_tickets_gets_one_json_ready_embedding_each():
     docs = [{"ticket": "T-1", "text": "vpn drops"}, {"ticket": "T-2", "text": "printer jams"}]
 
-    out = Embed()(docs)
+    result = call_actor(Embed, docs)  # a numpy value in an output would fail as InvalidOutput
 
-    assert [doc["ticket"] for doc in out] == ["T-1", "T-2"]
-    assert all(type(x) is float for doc in out for x in doc["embedding"])
+    assert result.failure is None
+    assert [doc["ticket"] for doc in result.payloads] == ["T-1", "T-2"]
+    assert all(type(x) is float for doc in result.payloads for x in doc["embedding"])
+
+
+def test_a_dropped_classifier_request_fails_the_batch_and_is_retried():
+    [embedded] = call_actor(Embed, [{"ticket": "T-1", "text": "vpn drops"}]).payloads
+
+    result = call_actor(Classify, [embedded])  # a fresh service: its first request is dropped
+
+    assert result.failure is not None
+    assert (result.failure.type, result.failure.retryable) == ("builtins.ConnectionError", True)
 
 
 def test_a_clear_ticket_is_labelled_and_an_unclear_one_goes_to_human_review():
