@@ -160,9 +160,9 @@ async def test_a_queue_name_two_namespaces_give_is_kept_and_said_so(
     assert await existing(amqp_url, mine) == []
 
 
-async def test_the_readme_clean_command_deletes_the_quickstart_queues(amqp_url, cleaned):
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    [line] = re.findall(r"^asya clean examples/quickstart .*$", readme, re.M)
+async def test_the_documented_clean_command_deletes_the_quickstart_queues(amqp_url, cleaned):
+    page = (ROOT / "docs" / "serve.md").read_text(encoding="utf-8")
+    [line] = re.findall(r"^asya clean examples/quickstart .*$", page, re.M)
     args = line.split()[2:]
     args[args.index("--namespace") + 1] = cleaned
     args[args.index("--broker") + 1] = amqp_url

@@ -85,11 +85,11 @@ def test_payloads_prints_one_line_per_final_in_input_order_under_the_inputs_id(
     assert f"{last['id']}-1" in {f["id"] for f in whole}
 
 
-def test_the_readme_payloads_command_prints_a_payload_per_input_in_input_order(capsys):
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_documented_payloads_command_prints_a_payload_per_input_in_input_order(capsys):
+    page = (ROOT / "docs" / "running-locally.md").read_text(encoding="utf-8")
     [command] = [
         line
-        for line in readme.splitlines()
+        for line in page.splitlines()
         if line.startswith("asya dev examples/") and "--payloads" in line
     ]
     argv = shlex.split(command.split("#")[0])[1:]
