@@ -170,11 +170,10 @@ class Consumer:
         whole batch again, calling user code and publishing a second time for messages whose
         outputs are already confirmed.
         """
-        published: list[BaseException | None]
+        published: list[BaseException | str | None]
         if len(plan.deliveries) == 1:  # the common case, without gather's task per output
             try:
-                await self._publish(plan.deliveries[0], plan.source)
-                published = [None]
+                published = [await self._publish(plan.deliveries[0], plan.source)]
             except Exception as exc:
                 published = [exc]
         else:
@@ -197,6 +196,8 @@ class Consumer:
                 return Settle.REQUEUE
             if isinstance(result, BaseException):
                 raise result
+            if result is not None:  # an output went to error-end instead: the step failed
+                plan.result, plan.reason = StepResult.FAILED, result
         duration = self._clock.monotonic() - started
         try:
             self._hooks.stepped(
@@ -262,29 +263,33 @@ class Consumer:
         plan.result = StepResult.FAILED if delay is None else StepResult.RETRIED
         plan.reason = outcome.reason.value
 
-    async def _publish(self, delivery: Delivery, source: Envelope | None) -> None:
-        """Publish one delivery; one that cannot go where planned goes to `error-end`."""
+    async def _publish(self, delivery: Delivery, source: Envelope | None) -> str | None:
+        """Publish one delivery; one that cannot go where planned goes to `error-end`, and
+        the reason it failed is returned (None: it went where planned)."""
         self._hooks.publishing(self.config.name, 1)
         try:
-            await self._publish_confirmed(delivery, source)
+            return await self._publish_confirmed(delivery, source)
         finally:
             self._hooks.publishing(self.config.name, -1)
 
-    async def _publish_confirmed(self, delivery: Delivery, source: Envelope | None) -> None:
+    async def _publish_confirmed(self, delivery: Delivery, source: Envelope | None) -> str | None:
         try:
             body = self._encode(delivery)
         except EnvelopeError as exc:
-            delivery = self._reject_output(delivery, source, exc)
-            body = self._encode(delivery)
+            rejected = self._reject_output(delivery, source, exc)
+            await self._record_failure(self._encode(rejected))
+            return _reason_of(rejected)
         if delivery.target == ERROR_END:
             await self._record_failure(body)
-            return
+            return None  # planned: the step's result says so already
         try:
             await self._transport.publish(delivery.target, body, delay_ms=delivery.delay_ms)
         except UnknownActorError as exc:
             message = f"no actor named '{exc.actor}' (it has no queue); check the route"
             rerouted = plan_unknown_actor(delivery, message, self._clock.now())
             await self._record_failure(self._encode(rerouted))
+            return _reason_of(rerouted)
+        return None
 
     async def _record_failure(self, body: bytes) -> None:
         """Publish a failure record to `error-end`; park it if `error-end` has no queue."""
@@ -311,3 +316,8 @@ class Consumer:
         )
         failure = unsendable_output(self.config.name, exc)
         return plan_rejection(kept, Rejection(failure.reason, failure.message), self._clock.now())
+
+
+def _reason_of(record: Delivery) -> str:
+    reason = record.envelope.status.reason
+    return "" if reason is None else reason.value

@@ -20,9 +20,11 @@ from tests.factories import FakeClock, Replica, envelope, rng
 class Recorder(Hooks):
     def __init__(self):
         self.steps = []
+        self.reasons = []
 
     def stepped(self, actor, result, reason, duration_s, outputs):
         self.steps.append((actor, result))
+        self.reasons.append(reason)
 
 
 class Mesh:
@@ -130,6 +132,8 @@ async def test_a_route_naming_an_actor_without_a_queue_ends_in_error_end_as_unkn
 
     assert final.status.reason is Reason.UNKNOWN_ACTOR
     assert "no actor named 'translate'" in final.status.error.message
+    assert mesh.recorder.steps == [("a", StepResult.FAILED)]
+    assert mesh.recorder.reasons == ["UnknownActor"]
 
 
 async def test_a_failing_call_is_retried_with_backoff_then_succeeds_with_attempts_recorded():
@@ -198,6 +202,8 @@ async def test_an_output_that_cannot_be_sent_goes_to_error_end_with_the_input_ke
 
     assert final.status.reason is reason
     assert final.payload == {"small": 1}
+    assert mesh.recorder.steps == [("a", StepResult.FAILED)]  # counted where it failed
+    assert mesh.recorder.reasons == [reason.value]
 
 
 async def test_an_envelope_over_the_hop_limit_never_reaches_user_code():
