@@ -81,14 +81,15 @@ class CallGate:
                 self._waiting.remove(turn)
             raise
 
-    def leave(self) -> None:
-        """A call that entered has ended: the first one waiting starts."""
+    def leave(self) -> bool:
+        """A call that entered has ended: the first one waiting starts (True: one did)."""
         while self._waiting:
             turn = self._waiting.popleft()
             if not turn.done():
                 turn.set_result(True)
-                return
+                return True
         self._free += 1
+        return False
 
     def close(self) -> None:
         self.closed = True
@@ -205,19 +206,34 @@ class LocalInvoker:
 
     async def invoke(self, envelopes: Sequence[Envelope]) -> list[Outcome]:
         await self.start()
+        # Payloads loaded and contexts made before the call's turn, while the one before it
+        # runs: the device waits on none of it.
+        if self.spec.batch is not None:
+            batch = self._prepare_batch(envelopes)
+        else:
+            calls = [self._prepare_one(envelope) for envelope in envelopes]
         if not await self._gate.enter():
             return [NotStarted()] * len(envelopes)
+        turn = _Turn(self._gate)
         try:
             # The timeout counts from here: time spent waiting for a turn is not the call's.
             if self.spec.batch is not None:
-                return await self._invoke_batch(envelopes)
-            if len(envelopes) == 1:
-                return [await self._invoke_one(envelopes[0])]
-            return list(await asyncio.gather(*(self._invoke_one(env) for env in envelopes)))
+                outcomes = await self._invoke_batch(batch, turn)
+            elif len(calls) == 1:
+                outcomes = [await self._invoke_one(calls[0])]
+            else:
+                outcomes = list(await asyncio.gather(*(self._invoke_one(c) for c in calls)))
         finally:
-            self._gate.leave()
+            woke = turn.end()
+        if woke:
+            # The next call starts (on the device) before this one's outputs are checked,
+            # encoded and sent: that work overlaps it instead of holding the device idle.
+            await asyncio.sleep(0)
+        return outcomes
 
-    async def _invoke_one(self, envelope: Envelope) -> Outcome:
+    def _prepare_one(self, envelope: Envelope) -> tuple[tuple[Any, ...], Context] | Failure:
+        """The handler's arguments and the call's context; the failure of a payload that does
+        not fit the handler's model."""
         ctx = Context.from_envelope(envelope, self.spec.retry.max_attempts)
         try:
             payload = self._load(envelope.payload)
@@ -225,7 +241,12 @@ class LocalInvoker:
             return self._mismatch_failure(exc)
         except Exception as exc:  # the model's own validator raised something else
             return exception_failure(self.spec, exc)
-        args = (payload, ctx) if self.spec.takes_context else (payload,)
+        return ((payload, ctx) if self.spec.takes_context else (payload,)), ctx
+
+    async def _invoke_one(self, call: tuple[tuple[Any, ...], Context] | Failure) -> Outcome:
+        if isinstance(call, Failure):
+            return call
+        args, ctx = call
         try:
             result = await self._run(args, ctx)
         except TimeoutError:
@@ -301,10 +322,9 @@ class LocalInvoker:
                     )
             raise
 
-    async def _invoke_batch(self, envelopes: Sequence[Envelope]) -> list[Outcome]:
-        """One call on the payloads that fit the handler's model; a payload that does not fails
-        alone, and so does an item the handler answers with an exception, or whose output or
-        context cannot leave the call."""
+    def _prepare_batch(self, envelopes: Sequence[Envelope]) -> _Batch:
+        """The payloads that fit the handler's model and their contexts; a payload that does
+        not fails alone."""
         outcomes: list[Outcome | None] = [None] * len(envelopes)
         called: list[int] = []
         payloads: list[Any] = []
@@ -319,14 +339,23 @@ class LocalInvoker:
                 continue
             called.append(index)
         ctxs = [Context.from_envelope(envelopes[i], self.spec.retry.max_attempts) for i in called]
+        return _Batch(outcomes, called, payloads, ctxs)
+
+    async def _invoke_batch(self, batch: _Batch, turn: _Turn) -> list[Outcome]:
+        """One call on the payloads that fit the handler's model; an item the handler answers
+        with an exception, or whose output or context cannot leave the call, fails alone."""
+        outcomes, called, payloads, ctxs = batch.outcomes, batch.called, batch.payloads, batch.ctxs
         if called:
             # The handler gets a list of its own: reordering it cannot mix the items' routes up.
             args = (payloads, list(ctxs)) if self.spec.takes_context else (payloads,)
-            for index, outcome in zip(called, await self._call_batch(args, ctxs), strict=True):
+            called_outcomes = await self._call_batch(args, ctxs, turn)
+            for index, outcome in zip(called, called_outcomes, strict=True):
                 outcomes[index] = outcome
         return [outcome for outcome in outcomes if outcome is not None]
 
-    async def _call_batch(self, args: tuple[Any, ...], ctxs: list[Context]) -> list[Outcome]:
+    async def _call_batch(
+        self, args: tuple[Any, ...], ctxs: list[Context], turn: _Turn
+    ) -> list[Outcome]:
         func = self._func
         assert func is not None
         try:
@@ -339,6 +368,8 @@ class LocalInvoker:
             return [timeout_failure(self.spec)] * len(ctxs)
         except Exception as exc:
             return [exception_failure(self.spec, exc)] * len(ctxs)
+        if turn.end():  # the handler is done: the next call starts while these are converted
+            await asyncio.sleep(0)
         if not isinstance(results, list | tuple) or len(results) != len(ctxs):
             got = f"{len(results)} items" if isinstance(results, list | tuple) else repr(results)
             failure = self._invalid_output(
@@ -356,6 +387,36 @@ class LocalInvoker:
             except _InvalidOutputError as exc:  # this item's alone: its batch-mates go on
                 outcomes.append(self._invalid_output(str(exc)))
         return outcomes
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """A batch call made ready before its turn."""
+
+    outcomes: list[Outcome | None]
+    """Per envelope: its failure if its payload did not fit the model, else None (called)."""
+    called: list[int]
+    """Which envelopes' payloads the handler gets, in order."""
+    payloads: list[Any]
+    ctxs: list[Context]
+
+
+class _Turn:
+    """A call's place in its `CallGate`, given up once: as soon as the handler is done (a
+    batch's outputs are converted after), or when the call ends at the latest."""
+
+    __slots__ = ("_gate", "_held")
+
+    def __init__(self, gate: CallGate) -> None:
+        self._gate = gate
+        self._held = True
+
+    def end(self) -> bool:
+        """Give the place up (once); whether that started a waiting call just now."""
+        if not self._held:
+            return False
+        self._held = False
+        return self._gate.leave()
 
 
 class _InvalidOutputError(Exception):
