@@ -11,9 +11,9 @@ is the exclusive queue a client waits on for final envelopes.
 A subscription settles what it delivered itself: it keeps its unsettled deliveries under tags
 its transport numbers for all its subscriptions (the broker's repeat across channels, and
 start again on a channel reopened after a reconnect), each with the `ChannelAcks` of the
-channel it came on. Of its transport it needs
-only a channel and its actor's queue declared on it (`SubscriptionTransport`), so this module
-imports nothing of `asya.transport.rabbitmq`, which builds on it.
+channel it came on. Of its transport it needs only a channel and its actor's queue declared
+on it (`SubscriptionTransport`), so this module imports nothing of `asya.transport.rabbitmq`,
+which builds on it.
 """
 
 from __future__ import annotations
