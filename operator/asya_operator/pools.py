@@ -336,7 +336,7 @@ class Cohort(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """A cluster-wide group of ResourcePools and cohorts that lend each other unused quota.
 
     A pool may name a cohort no Cohort object defines; the object adds a parent or quota.
-    The controller admits AsyncActors' replicas by it (ActorGroups not yet)."""
+    The controller admits AsyncActors' replicas and ActorGroups' instances by it."""
 
     VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
         Validation(
