@@ -299,9 +299,9 @@ class Consumer:
             await self._transport.park(body, reason=f"{ERROR_END} has no queue")
 
     def _encode(self, delivery: Delivery) -> bytes:
-        if delivery.target == ERROR_END:  # a record of what arrived as JSON
-            return encode_envelope(delivery.envelope, END_LIMITS, checked=True)
-        return encode_envelope(delivery.envelope, self._limits, checked=self._outputs_checked)
+        limits = END_LIMITS if delivery.target == ERROR_END else self._limits
+        # Also an error-end record: a handler may route an output there, or name a bad actor.
+        return encode_envelope(delivery.envelope, limits, checked=self._outputs_checked)
 
     def _reject_output(
         self, delivery: Delivery, source: Envelope | None, exc: EnvelopeError

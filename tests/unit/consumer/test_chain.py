@@ -206,6 +206,20 @@ async def test_an_output_that_cannot_be_sent_goes_to_error_end_with_the_input_ke
     assert mesh.recorder.reasons == [reason.value]
 
 
+async def test_an_output_json_would_change_is_refused_even_on_its_way_to_error_end():
+    @actor
+    def a(doc, ctx):
+        ctx.route.next = ["not_an_actor"]  # a bad name: the output goes to error-end as it is
+        return {"score": float("nan")}
+
+    async with Mesh(a) as mesh:
+        await mesh.send(envelope("a", payload={"small": 1}))
+        [final] = await mesh.finals(ERROR_END, 1)
+
+    assert final.status.reason is Reason.INVALID_OUTPUT
+    assert final.payload == {"small": 1}
+
+
 async def test_an_envelope_over_the_hop_limit_never_reaches_user_code():
     calls = []
 
