@@ -234,13 +234,10 @@ class LocalInvoker:
     def _prepare_one(self, envelope: Envelope) -> tuple[tuple[Any, ...], Context] | Failure:
         """The handler's arguments and the call's context; the failure of a payload that does
         not fit the handler's model."""
+        payload = self._load(envelope.payload)
+        if isinstance(payload, Failure):
+            return payload
         ctx = Context.from_envelope(envelope, self.spec.retry.max_attempts)
-        try:
-            payload = self._load(envelope.payload)
-        except PayloadMismatchError as exc:
-            return self._mismatch_failure(exc)
-        except Exception as exc:  # the model's own validator raised something else
-            return exception_failure(self.spec, exc)
         return ((payload, ctx) if self.spec.takes_context else (payload,)), ctx
 
     async def _invoke_one(self, call: tuple[tuple[Any, ...], Context] | Failure) -> Outcome:
@@ -258,13 +255,17 @@ class LocalInvoker:
         return result
 
     def _load(self, payload: Payload) -> Any:
-        """The payload as the handler declared it: an instance of its model, or as it came.
-
-        Raises:
-            PayloadMismatchError: the payload does not fit the declared model.
-        """
+        """The payload as the handler declared it: an instance of its model, or as it came;
+        the `Failure` of a payload that does not fit the model (no payload is one)."""
         payload_type = self.spec.payload_type
-        return payload if payload_type is None else payload_type.load(payload)
+        if payload_type is None:
+            return payload
+        try:
+            return payload_type.load(payload)
+        except PayloadMismatchError as exc:
+            return self._mismatch_failure(exc)
+        except Exception as exc:  # the model's own validator raised something else
+            return exception_failure(self.spec, exc)
 
     def _mismatch_failure(self, exc: PayloadMismatchError) -> Failure:
         # The same payload fails the same way on every attempt: permanent.
@@ -329,15 +330,12 @@ class LocalInvoker:
         called: list[int] = []
         payloads: list[Any] = []
         for index, envelope in enumerate(envelopes):
-            try:
-                payloads.append(self._load(envelope.payload))
-            except PayloadMismatchError as exc:
-                outcomes[index] = self._mismatch_failure(exc)
-                continue
-            except Exception as exc:
-                outcomes[index] = exception_failure(self.spec, exc)
-                continue
-            called.append(index)
+            payload = self._load(envelope.payload)
+            if isinstance(payload, Failure):
+                outcomes[index] = payload
+            else:
+                payloads.append(payload)
+                called.append(index)
         ctxs = [Context.from_envelope(envelopes[i], self.spec.retry.max_attempts) for i in called]
         return _Batch(outcomes, called, payloads, ctxs)
 
