@@ -12,9 +12,9 @@ source are arguments.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 import msgspec
 
@@ -60,7 +60,7 @@ def parse_line(
         return bad(Reason.MALFORMED_ENVELOPE, f"not UTF-8: {exc}")
     except msgspec.DecodeError as exc:
         return bad(Reason.MALFORMED_ENVELOPE, f"not valid JSON: {exc}")
-    if _is_envelope(value):
+    if is_whole_envelope(value):
         return _whole_envelope(value, limits, now, rng, bad)
     if not route:
         return bad(
@@ -85,16 +85,22 @@ def first_bare_payload(lines: Iterable[bytes]) -> int | None:
     Blank lines, whole envelopes (they carry their own route) and bad lines (they end in
     `error-end` whatever the route) need none.
     """
+    for line_no, value in json_lines(lines):
+        if not is_whole_envelope(value):
+            return line_no
+    return None
+
+
+def json_lines(lines: Iterable[bytes]) -> Iterator[tuple[int, object]]:
+    """Each line that holds JSON, decoded, with its number (from 1); blank and bad lines are
+    left out (a bad line ends in `error-end` whatever the route)."""
     for line_no, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            value = msgspec.json.decode(line)
+            yield line_no, msgspec.json.decode(line)
         except (msgspec.DecodeError, UnicodeDecodeError):
             continue
-        if not _is_envelope(value):
-            return line_no
-    return None
 
 
 def check_route(route: Sequence[str], actors: Iterable[str], *, option: str) -> None:
@@ -116,7 +122,9 @@ def check_route(route: Sequence[str], actors: Iterable[str], *, option: str) -> 
         )
 
 
-def _is_envelope(value: object) -> bool:
+def is_whole_envelope(value: object) -> TypeGuard[dict[str, Any]]:
+    """Whether an input line's value is a whole envelope (it carries its own route) rather than
+    a bare payload."""
     return isinstance(value, dict) and "route" in value
 
 

@@ -23,8 +23,6 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import msgspec
-
 from asya.actor import ActorSpec
 from asya.client import Client
 from asya.clock import Clock
@@ -32,7 +30,13 @@ from asya.envelope import END_LIMITS, Envelope, encode_envelope
 from asya.errors import SettingsError, UnknownActorError
 from asya.local.discovery import App
 from asya.local.gpus import GpuWorkers, machine_gpus
-from asya.local.inputs import check_route, first_bare_payload, parse_line
+from asya.local.inputs import (
+    check_route,
+    first_bare_payload,
+    is_whole_envelope,
+    json_lines,
+    parse_line,
+)
 from asya.local.mesh import Mesh, MeshOptions
 from asya.local.report import RunStats
 from asya.routing import ERROR_END, Delivery, plan_unknown_actor
@@ -117,14 +121,8 @@ def reachable_actors(
     """
     names: set[str] = set()
     bare_route = tuple(route or app.route or ())
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            value = msgspec.json.decode(line)
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            continue
-        if isinstance(value, dict) and "route" in value:
+    for _, value in json_lines(lines):
+        if is_whole_envelope(value):
             names.update(_names_on(value["route"]))
         else:
             names.update(bare_route)
