@@ -50,6 +50,7 @@ class Embed:
     batch=16,
     batch_wait_ms=20,
     retry=RetryPolicy(max_attempts=3, base_delay_ms=100, retry_on=ConnectionError),
+    max_replicas=2,  # the service takes two clients: a ticket outlasts both cold connections
 )
 class Classify:
     """Up to 16 tickets at once, each labelled; each unsure one routed to human-review."""

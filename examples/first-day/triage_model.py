@@ -6,8 +6,8 @@ to unit length): no vocabulary to fit, nothing to download, the same vector for 
 on every machine. `Classifier` is a nearest-centroid model fitted on the labelled tickets in
 `labelled.tsv`; its confidence is a softmax over the cosine similarities to each label's
 centroid. `ClassifierService` stands in for the classifier as the team serves it, behind a
-network call that drops a request now and then; here that is deterministic (the first of
-every three requests fails with `ConnectionError`), so the retry is exercised on every run.
+network call that drops a request now and then; here that is deterministic (the first request
+on a fresh connection fails with `ConnectionError`), so the retry is exercised on every run.
 """
 
 from __future__ import annotations
@@ -109,7 +109,8 @@ def train_classifier(embedder: Embedder | None = None) -> Classifier:
 
 
 class ClassifierService:
-    """The classifier behind a network call that drops the first of every three requests."""
+    """The classifier behind a network call whose first request on a fresh connection is
+    dropped."""
 
     def __init__(self, classifier: Classifier) -> None:
         self.classifier = classifier
@@ -117,6 +118,6 @@ class ClassifierService:
 
     def predict(self, vectors: Matrix) -> list[tuple[str, float]]:
         self.requests += 1
-        if self.requests % 3 == 1:
+        if self.requests == 1:
             raise ConnectionError("classifier service: connection reset by peer")
         return self.classifier.predict(vectors)
