@@ -48,7 +48,7 @@ class TransportSettings(msgspec.Struct, frozen=True, kw_only=True):
         str,
         msgspec.Meta(
             pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
-            description="namespace in queue names (asya-{namespace}-{actor}), so apps can share"
+            description="namespace in queue names (asya.{namespace}.{actor}), so apps can share"
             " a broker",
         ),
     ] = "default"

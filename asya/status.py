@@ -18,13 +18,15 @@ from typing import Any, Final
 
 import msgspec
 
+from asya.queue_names import queue_name
+
 SCHEMA_VERSION: Final = 1
 """Version of `Report` and `ServeStatus` as JSON; bumped when a field changes meaning."""
 
 MANAGEMENT_PORT: Final = 15672
 """Where RabbitMQ's management API listens beside the broker, unless told otherwise."""
 
-_RETRY_INFIX: Final = "-retry-"
+_RETRY: Final = "retry-"
 _ROOT_VHOST: Final = "/"
 # A container waiting for one of these is not coming up by itself: the row says so.
 _STUCK_WAITING: Final = frozenset(
@@ -167,20 +169,21 @@ def actor_of_queue(namespace: str, queue: str) -> tuple[str, bool] | None:
     """The actor a queue of `namespace` belongs to, and whether it is one of its retry delay
     queues; None for other queues (parking, replies, record streams, other namespaces).
 
-    `asya-{namespace}-{actor}` and `asya-{namespace}-{actor}-retry-{ms}ms`, as the RabbitMQ
-    transport names them. A namespace that is a prefix of another plus `-` (`demo`,
-    `demo-x`) cannot be told apart by name: both are read.
+    `asya.{namespace}.{actor}` and `asya.{namespace}.{actor}.retry-{ms}ms`, as the RabbitMQ
+    transport names them (`asya.transport.base`): no `.` in a namespace or an actor, so a
+    queue belongs to one namespace only.
     """
-    prefix = f"asya-{namespace}-"
+    prefix = queue_name(namespace, "")
     if not queue.startswith(prefix):
         return None
-    rest = queue[len(prefix) :]
-    if not rest or "." in rest:
+    actor, dot, tail = queue[len(prefix) :].partition(".")
+    if not actor:
         return None
-    head, infix, tail = rest.rpartition(_RETRY_INFIX)
-    if infix and tail.endswith("ms") and tail[:-2].isdigit():
-        return head, True
-    return rest, False
+    if not dot:
+        return actor, False
+    if tail.startswith(_RETRY) and tail.endswith("ms") and tail[len(_RETRY) : -2].isdigit():
+        return actor, True
+    return None
 
 
 def rows_from_queues(namespace: str, queues: Mapping[str, QueueCounts]) -> list[Row]:
@@ -273,12 +276,14 @@ def rows_from_cluster(
     rows = []
     for body in actors:
         namespace = body["metadata"].get("namespace")
-        counts = queues.get(namespace or "", {}).get(f"asya-{namespace}-{body['metadata']['name']}")
+        counts = queues.get(namespace or "", {}).get(
+            queue_name(namespace or "", body["metadata"]["name"])
+        )
         rows.append(_actor_row(body, pod_list, counts))
     for body in groups:
         namespace = body["metadata"].get("namespace")
         members = (body.get("spec") or {}).get("members") or [{}]
-        entry = f"asya-{namespace}-{body['metadata']['name']}-{members[0].get('name')}"
+        entry = queue_name(namespace or "", f"{body['metadata']['name']}-{members[0].get('name')}")
         rows.append(_group_row(body, queues.get(namespace or "", {}).get(entry)))
     return sorted(rows, key=lambda r: (r.namespace or "", r.kind != Kind.ACTOR, r.name))
 

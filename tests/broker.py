@@ -221,7 +221,8 @@ def _listed_queues(url: str, used: dict[str, set[str]]) -> set[str]:
             listed = {q["name"] for q in json.load(answer)}
     except (OSError, ValueError):
         return set()
-    prefixes = tuple(p for ns in used for p in (f"asya-{ns}-", f"asya-{ns}."))
+    # Old names (asya-NS-ACTOR) too: the migration tests make them.
+    prefixes = tuple(p for ns in used for p in (f"asya.{ns}.", f"asya-{ns}-", f"asya-{ns}."))
     return {name for name in listed if name.startswith(prefixes)}
 
 

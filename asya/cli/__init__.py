@@ -8,6 +8,8 @@
     asya gpus [-o json]            list this machine's GPUs (NVML) and their flavors
     asya status [--watch]          one table of actors: queues, replicas, and why
     asya clean APP --namespace NS  delete a namespace's queues and streams (after asya serve)
+    asya migrate-queues APP --namespace NS
+                                   move what queues of the old names hold into the new ones
 
 An entry point: reads the environment once (`asya.settings`), parses arguments (argparse),
 calls the library and turns its errors into one-line messages and exit codes: 0 success,
@@ -26,7 +28,19 @@ import sys
 from collections.abc import Sequence
 
 from asya import logs
-from asya.cli import admission, clean, dev, gpus, render, replay, results, send, serve, status
+from asya.cli import (
+    admission,
+    clean,
+    dev,
+    gpus,
+    migrate_queues,
+    render,
+    replay,
+    results,
+    send,
+    serve,
+    status,
+)
 from asya.cli.options import EXIT_USAGE
 from asya.errors import AsyaError
 from asya.settings import env_var, load_settings
@@ -71,4 +85,5 @@ def _parser() -> argparse.ArgumentParser:
     gpus.add_parser(commands)
     status.add_parser(commands)
     clean.add_parser(commands)
+    migrate_queues.add_parser(commands)
     return parser

@@ -5,8 +5,7 @@ it); this is the command that does, when the namespace is done with. It reads, t
 deletes: it lists the queues of APP's actors (and `--actors`) that exist in the namespace, with
 what they hold, refuses while any has a consumer attached (naming them), asks for confirmation
 (`--yes` for scripts) and deletes, checking each queue again just before it goes. Which queues
-are the namespace's, and why a name another namespace also gives is kept, is
-`asya.transport.rabbitmq_namespace`'s.
+are the namespace's is `asya.transport.rabbitmq_namespace`'s.
 """
 
 from __future__ import annotations
@@ -17,18 +16,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
-import msgspec
-
 from asya import event_loop
-from asya.cli.options import EXIT_FAILURES, EXIT_OK, EXIT_USAGE, broker_transport, route
-from asya.local.discovery import load_app
+from asya.cli.options import (
+    EXIT_FAILURES,
+    EXIT_OK,
+    EXIT_USAGE,
+    app_actors,
+    broker_transport,
+    namespace,
+    route,
+)
 from asya.local.report import aligned
-from asya.settings import Settings, TransportSettings, env_var
+from asya.settings import Settings, env_var
 from asya.status import without_credentials
 
 if TYPE_CHECKING:
     from asya.cli.options import Subparsers
-    from asya.transport.rabbitmq_namespace import QueueState, SharedName
+    from asya.transport.rabbitmq_namespace import QueueState
 
 
 def add_parser(commands: Subparsers) -> None:
@@ -42,8 +46,8 @@ def add_parser(commands: Subparsers) -> None:
             " they hold. Lists what it will delete and asks first (--yes: do not ask). Refuses,"
             " naming them, while consumers are attached to any of them: stop asya serve, the"
             " actors' pods and asya results --follow first. Queues are found by name, never by"
-            " prefix: another namespace's queues are not touched, and a name two namespaces"
-            " share (actor 'a-x' of 'ml' is actor 'x' of 'ml-a') is kept and said so. Exit"
+            " prefix, and no name is two namespaces' (asya.NAMESPACE.ACTOR): another"
+            " namespace's queues are not touched. Exit"
             " code: 0 deleted, or nothing to delete; 1 refused, not confirmed, or a consumer"
             " attached meanwhile (those queues are kept); 2 bad usage or a broker that cannot"
             " be reached."
@@ -61,7 +65,7 @@ def add_parser(commands: Subparsers) -> None:
     clean.add_argument(
         "--namespace",
         required=True,
-        type=_namespace,
+        type=namespace,
         help="the namespace to delete (required: deleting is never implied by a default)",
     )
     clean.add_argument(
@@ -77,13 +81,7 @@ def add_parser(commands: Subparsers) -> None:
 class Plan:
     """What the namespace holds, read before anything is deleted."""
 
-    existing: Sequence[QueueState]
-    shared: Sequence[SharedName]
-
-    @property
-    def to_delete(self) -> list[QueueState]:
-        kept = {s.queue for s in self.shared}
-        return [q for q in self.existing if q.name not in kept]
+    to_delete: Sequence[QueueState]
 
     @property
     def busy(self) -> list[QueueState]:
@@ -103,8 +101,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if url is None:
         print(f"asya: pass --broker URL (or set {env_var('broker_url')})", file=sys.stderr)
         return EXIT_USAGE
-    actors = {*(s.name for s in load_app(args.app).specs)} if args.app else set()
-    actors.update(args.actors or ())
+    actors = app_actors(args.app, args.actors)
     if not actors:
         print("asya: pass APP, or --actors a,b: the actors whose queues to delete", file=sys.stderr)
         return EXIT_USAGE
@@ -143,10 +140,9 @@ async def _read(url: str, namespace: str, actors: set[str], settings: Settings) 
         queues = NamespaceQueues(transport)
         try:
             existing = await queues.states(namespace_queue_names(transport, actors))
-            shared = await queues.shared(namespace, [q.name for q in existing])
         finally:
             await queues.aclose()
-    return Plan(existing=existing, shared=shared)
+    return Plan(to_delete=existing)
 
 
 async def _delete(
@@ -175,19 +171,13 @@ async def _delete(
 
 
 def _show(plan: Plan, origin: str, out: IO[str]) -> None:
-    if not plan.existing:
+    if not plan.to_delete:
         out.write(f"{origin}: none of these queues exist\n")
         return
     rows: list[Sequence[str]] = [("queue", "messages", "consumers")]
     rows += [(q.name, str(q.messages), str(q.consumers)) for q in plan.to_delete]
     out.write(f"{origin}:\n")
-    if plan.to_delete:
-        out.write("\n".join(aligned(rows)) + "\n")
-    for s in plan.shared:
-        out.write(
-            f"kept: {s.queue} is also a queue name of namespace '{s.namespace}', which is on"
-            " this broker (delete it by hand if neither namespace uses it)\n"
-        )
+    out.write("\n".join(aligned(rows)) + "\n")
     out.flush()
 
 
@@ -204,13 +194,3 @@ def _confirmed(queues: Sequence[QueueState], answers: IO[str]) -> bool:
         flush=True,
     )
     return answers.readline().strip().lower() in ("y", "yes")
-
-
-def _namespace(text: str) -> str:
-    try:
-        msgspec.convert({"namespace": text}, TransportSettings)
-    except msgspec.ValidationError as exc:
-        raise argparse.ArgumentTypeError(
-            f"'{text}' is not a namespace: lowercase letters, digits and '-' ({exc})"
-        ) from None
-    return text

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import argparse
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, TypeAlias, TypeVar
 
 import msgspec
 
 from asya.envelope import Envelope, Limits
 from asya.errors import SettingsError
-from asya.settings import Settings
+from asya.local.discovery import load_app
+from asya.settings import Settings, TransportSettings
 
 EXIT_OK = 0
 EXIT_FAILURES = 1
@@ -141,3 +142,25 @@ def fresh_namespace() -> str:
 def write_line(stream: IO[str], envelope: Envelope) -> None:
     stream.write(msgspec.json.encode(envelope).decode() + "\n")
     stream.flush()
+
+
+def namespace(text: str) -> str:
+    """`--namespace`'s type: a namespace name as the settings accept it."""
+    try:
+        msgspec.convert({"namespace": text}, TransportSettings)
+    except msgspec.ValidationError as exc:
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a namespace: lowercase letters, digits and '-' ({exc})"
+        ) from None
+    return text
+
+
+def app_actors(app: str | None, actors: Sequence[str] | None) -> set[str]:
+    """The actors of APP (when given) and of `--actors`.
+
+    Raises:
+        ActorDefinitionError: APP cannot be imported.
+    """
+    named = {spec.name for spec in load_app(app).specs} if app else set()
+    named.update(actors or ())
+    return named

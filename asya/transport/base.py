@@ -8,9 +8,10 @@ raises `UnknownActorError` instead of dropping the message; a consumed message s
 and a closed subscription gives back what it still owns. Settling is the subscription's, not
 the transport's: the one that received a message is the one that knows where to settle it.
 
-Besides the actors' queues a namespace has two kinds of queue no actor can be named after
-(their names hold a `.`, which DNS-1123 actor names never do): the **parking** queue, where
-whatever an end actor cannot record is kept (never nowhere), and **reply** queues, which
+An actor's queue is `asya.{namespace}.{actor}` (`asya.queue_names`). Besides the actors'
+queues a namespace has two kinds of queue, named `asya-{namespace}.…`, a prefix no actor queue
+has: the **parking** queue, where whatever an end actor cannot record is kept (never nowhere),
+and **reply** queues, which
 clients declare to wait for final envelopes. End actors answer `reply_to` only when it names a
 reply queue of their namespace, so a sender cannot make them publish anywhere else. The
 namespace's end records (results, failures, replays) are named the same way
@@ -26,11 +27,6 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from asya.transport.records import RecordStore
-
-
-def queue_name(namespace: str, actor: str) -> str:
-    """The broker queue of `actor` in `namespace`: `asya-{namespace}-{actor}`."""
-    return f"asya-{namespace}-{actor}"
 
 
 def parking_queue_name(namespace: str) -> str:

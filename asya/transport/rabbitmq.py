@@ -1,7 +1,7 @@
 """The RabbitMQ transport (aio-pika): the topology of DESIGN §6 and its guarantees.
 
 Topology, declared idempotently by whoever needs it first (sidecar, client, local runner):
-- exchange `asya` (direct, durable); queue `asya-{namespace}-{actor}` per actor, durable,
+- exchange `asya` (direct, durable); queue `asya.{namespace}.{actor}` per actor, durable,
   quorum by default (classic as an option), bound with its own name as routing key;
 - quorum queues carry a delivery limit: a message redelivered past it (one that keeps
   crashing its consumer) is dead-lettered — an actor's to `error-end`, which records it with
@@ -9,7 +9,7 @@ Topology, declared idempotently by whoever needs it first (sidecar, client, loca
   into itself or into a cycle;
 - the parking queue `asya-{namespace}.parking` keeps what an end actor could not record
   (declared with the end actors' queues, so a dead-letter always has somewhere to go);
-- retries wait in delay queues `asya-{namespace}-{actor}-retry-{ms}ms`: a per-queue TTL,
+- retries wait in delay queues `asya.{namespace}.{actor}.retry-{ms}ms`: a per-queue TTL,
   then dead-lettered back to the actor's queue. Delays are rounded *down* to a fixed ladder
   (`DELAY_LADDER_MS`), so an actor needs only a handful of them and no retry waits longer
   than its policy asked;
@@ -53,13 +53,13 @@ from aio_pika.abc import (
 
 from asya.clock import Clock, SystemClock
 from asya.errors import TransportError, UnknownActorError
+from asya.queue_names import delay_queue_name, queue_name
 from asya.routing import END_ACTORS, ERROR_END
 from asya.settings import TransportSettings
 from asya.transport.base import (
     QueueDepth,
     is_reply_queue_name,
     parking_queue_name,
-    queue_name,
     reply_queue_name,
 )
 from asya.transport.rabbitmq_consuming import RabbitMQReplyQueue, RabbitMQSubscription
@@ -89,7 +89,7 @@ class QueueType(enum.StrEnum):
 @dataclass(frozen=True, kw_only=True)
 class RabbitMQOptions:
     namespace: str = "default"
-    """Queues are `asya-{namespace}-{actor}`: apps and tests share a broker safely."""
+    """Queues are `asya.{namespace}.{actor}`: apps and tests share a broker safely."""
     queue_type: QueueType = QueueType.QUORUM
     delivery_limit: int = 20
     """Redeliveries (quorum queues) before a message is dead-lettered to error-end."""
@@ -356,8 +356,8 @@ class RabbitMQTransport:
             raise TransportError(f"cannot park a message: {exc}") from exc
 
     def delay_queue_for(self, actor: str, delay_ms: int) -> str:
-        """The queue a retry of `actor` waits `delay_ms` in: `{its queue}-retry-{ms}ms`."""
-        return f"{self.queue_for(actor)}-retry-{delay_ms}ms"
+        """The queue a retry of `actor` waits `delay_ms` in: `{its queue}.retry-{ms}ms`."""
+        return delay_queue_name(self.options.namespace, actor, delay_ms)
 
     def queues_of(self, actor: str) -> list[str]:
         """The queues that are `actor`'s alone: its own and every delay queue it may use."""

@@ -1,11 +1,10 @@
 """A namespace's queues on RabbitMQ as a whole: which exist, who holds them, deleting them.
 
-For `asya clean`, after `asya serve` (or any run on a namespace that is not fresh). Names,
-never prefixes: the queues considered are exactly those the transport names for the given
-actors (their queues and retry delay queues, the end actors' too), the parking queue and the
-end records' streams. A prefix would not do: `asya-ml-a-x` is namespace `ml`'s actor `a-x` as
-much as namespace `ml-a`'s actor `x`. Such a name, when the other namespace is on the broker
-(its parking queue exists, declared with its end actors), is reported as shared, not deleted.
+For `asya clean`, after `asya serve` (or any run on a namespace that is not fresh), and for
+`asya migrate-queues`. Names, never prefixes: the queues considered are exactly those the
+transport names for the given actors (their queues and retry delay queues, the end actors'
+too), the parking queue and the end records' streams; no two namespaces have a name in common
+(`asya.queue_names`).
 
 Reading is by AMQP passive declare (messages and consumers, no management API). Deleting
 checks again just before each queue goes; the broker cannot close the last gap for us, since
@@ -20,10 +19,10 @@ from dataclasses import dataclass
 
 import aiormq
 from aio_pika.abc import AbstractChannel
+from aiormq import spec
 
 from asya.errors import TransportError
 from asya.routing import END_ACTORS
-from asya.transport.base import parking_queue_name
 from asya.transport.rabbitmq import RabbitMQTransport
 from asya.transport.records import RecordKind, records_stream_name
 
@@ -37,14 +36,6 @@ class QueueState:
     consumers: int
 
 
-@dataclass(frozen=True, slots=True)
-class SharedName:
-    """A queue name that is also a name of another namespace, `namespace`."""
-
-    queue: str
-    namespace: str
-
-
 def namespace_queue_names(transport: RabbitMQTransport, actors: Iterable[str]) -> list[str]:
     """Every queue the transport's namespace may have for `actors` and its end actors, as the
     transport names them: actor queues with their retry delay queues, the parking queue, the
@@ -56,22 +47,6 @@ def namespace_queue_names(transport: RabbitMQTransport, actors: Iterable[str]) -
     for actor in sorted({*actors, *END_ACTORS}):
         names += transport.queues_of(actor)
     return names
-
-
-def other_namespaces(namespace: str, queue: str) -> list[str]:
-    """The other namespaces whose names `queue` (a name of `namespace`) may also be:
-    `asya-ml-a-x` may be namespace `ml-a`'s (actor `x`) or `ml-a-x`'s (a delay queue's
-    prefix). Names with a `.` (parking, records, replies) are the namespace's alone:
-    neither namespaces nor actors hold a `.`."""
-    prefix = f"asya-{namespace}-"
-    if not queue.startswith(prefix):
-        return []
-    rest = queue[len(prefix) :]
-    return [
-        f"{namespace}-{rest[:at]}"
-        for at, char in enumerate(rest)
-        if char == "-" and 0 < at < len(rest) - 1
-    ]
 
 
 class NamespaceQueues:
@@ -116,20 +91,31 @@ class NamespaceQueues:
                 found.append(state)
         return found
 
-    async def shared(self, namespace: str, names: Iterable[str]) -> list[SharedName]:
-        """Which of `names` are also a queue name of another namespace on the broker.
+    async def move(self, source: str, actor: str) -> int:
+        """Move every message of queue `source` into `actor`'s queue, one at a time: each is
+        published (confirmed) before it is acked in `source`, so a crash between the two leaves
+        it in both (delivered twice, as any redelivery), never in neither. The count moved.
 
         Raises:
-            TransportError: the broker cannot be read.
+            TransportError: the broker refused, or cannot be reached; what was not yet acked
+                stays in `source`.
         """
-        shared = []
-        for name in names:
-            for other in other_namespaces(namespace, name):
-                # Every namespace that ran has a parking queue: declared with its end actors.
-                if await self.state(parking_queue_name(other)) is not None:
-                    shared.append(SharedName(queue=name, namespace=other))
-                    break
-        return shared
+        channel = await self._transport.open_channel()
+        moved = 0
+        try:
+            underlay = await channel.get_underlay_channel()
+            while True:
+                got = await underlay.basic_get(source, no_ack=False)
+                if not isinstance(got.delivery, spec.Basic.GetOk) or got.delivery_tag is None:
+                    return moved
+                await self._transport.publish(actor, got.body)
+                await underlay.basic_ack(got.delivery_tag)
+                moved += 1
+        except (aiormq.exceptions.AMQPError, ConnectionError) as exc:
+            raise TransportError(f"cannot move {source} to '{actor}': {exc}") from exc
+        finally:
+            with contextlib.suppress(aiormq.exceptions.AMQPError, ConnectionError):
+                await channel.close()
 
     async def delete(self, name: str) -> None:
         """Delete `name` with what it holds (a queue already gone is no error).

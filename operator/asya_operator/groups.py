@@ -8,7 +8,7 @@ sub-structs (resources, env, broker), and defaults are asya's (`ActorOptions`' p
 from these Structs; `asya_operator.scenario` turns each instance into an admission workload
 for `asya-operator plan`, and the controller (`asya_operator.group_controller`) runs them.
 
-Each member is an actor named `{group}-{member}` (its queue `asya-{namespace}-{group}-{member}`,
+Each member is an actor named `{group}-{member}` (its queue `asya.{namespace}.{group}-{member}`,
 shared by every instance); each admitted instance runs one StatefulSet per member,
 `{group}-{member}-{instance}`, so member pods have a stable ordinal to rank by. The length
 limits below keep those names within what Kubernetes accepts.

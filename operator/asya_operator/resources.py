@@ -412,7 +412,7 @@ class AsyncActorStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
 class AsyncActor(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """An actor on Kubernetes: a Deployment of runtime and sidecar, scaled by KEDA on its queue.
 
-    Its name is the actor's name (the queue `asya-{namespace}-{name}`)."""
+    Its name is the actor's name (the queue `asya.{namespace}.{name}`)."""
 
     VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
         Validation(

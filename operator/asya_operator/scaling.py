@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from asya.transport.base import queue_name
+from asya.queue_names import queue_name
 from asya_operator.groups import ActorGroup, member_actor
 from asya_operator.metadata import ACTOR_COMPONENT, GROUP_COMPONENT, actor_name, object_meta
 from asya_operator.resources import BROKER_MANAGEMENT_URL_KEY, ActorScaling, AsyncActor

@@ -90,7 +90,7 @@ def test_the_sidecar_image_and_the_namespace_are_taken_from_the_options(capsys):
         for o in objects
         if o["kind"] == "ScaledObject"
     ]
-    assert queues[0] == "asya-nlp-normalize"
+    assert queues[0] == "asya.nlp.normalize"
 
 
 def test_a_namespace_in_the_cr_wins_over_the_option_and_each_namespace_gets_end_actors(

@@ -64,7 +64,7 @@ async def test_a_created_actor_gets_its_deployment_keda_objects_end_actors_and_s
     (owner,) = deployment["metadata"]["ownerReferences"]
     assert (owner["uid"], owner["controller"]) == (uid, True)
     trigger = scaled["spec"]["triggers"][0]
-    assert trigger["metadata"]["queueName"] == f"asya-{world.namespace}-text"
+    assert trigger["metadata"]["queueName"] == f"asya.{world.namespace}.text"
     assert scaled["spec"]["maxReplicaCount"] == 4
     assert scaled["metadata"]["ownerReferences"][0]["uid"] == uid
     assert auth["spec"]["secretTargetRef"][0]["name"] == "asya-broker"
@@ -112,7 +112,7 @@ async def test_an_updated_actor_gets_its_objects_patched(world, broker_secret, o
         "the ScaledObject's maxReplicaCount patched",
     )
     assert container(deployment, "sidecar")["image"] == SIDECAR_IMAGE
-    assert scaled["spec"]["triggers"][0]["metadata"]["queueName"] == f"asya-{world.namespace}-text"
+    assert scaled["spec"]["triggers"][0]["metadata"]["queueName"] == f"asya.{world.namespace}.text"
 
 
 @pytest.mark.rabbitmq

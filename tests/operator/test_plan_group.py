@@ -168,7 +168,7 @@ def test_only_a_group_that_scales_has_keda_objects_scaling_it_on_its_entry_queue
         "name": "ddp",
     }
     (trigger,) = scaled_object["spec"]["triggers"]
-    assert trigger["metadata"]["queueName"] == "asya-ml-b-ddp-coordinator"
+    assert trigger["metadata"]["queueName"] == "asya.ml-b.ddp-coordinator"
     assert (trigger["metadata"]["value"], scaled_object["spec"]["maxReplicaCount"]) == ("20", 4)
 
 

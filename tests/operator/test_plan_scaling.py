@@ -51,7 +51,7 @@ def test_the_scaled_object_targets_the_actors_scale_subresource_and_reads_its_qu
                     "mode": "QueueLength",
                     "value": "10",
                     "activationValue": "2",
-                    "queueName": "asya-team-a-score",
+                    "queueName": "asya.team-a.score",
                 },
                 "authenticationRef": {"name": "score"},
             }

@@ -91,8 +91,8 @@ async def test_clean_lists_then_deletes_every_queue_and_stream_of_the_namespace(
     )
 
     assert code == 0, err
-    assert sorted(re.findall(r"^(asya-\S+)\s+(\d+)\s+(\d+)$", out, re.M)) == sorted(
-        (name, "1" if name.startswith(f"asya-{cleaned}-x") else "0", "0") for name in names
+    assert sorted(re.findall(r"^(asya\S+)\s+(\d+)\s+(\d+)$", out, re.M)) == sorted(
+        (name, "1" if name.startswith(f"asya.{cleaned}.x") else "0", "0") for name in names
     )
     assert f"asya: deleted {len(names)} queue(s)" in err
     assert await existing(amqp_url, names) == []
@@ -112,7 +112,7 @@ async def test_clean_refuses_while_a_consumer_is_attached_naming_it_and_deletes_
 
         await subscription.close()
     assert code == 1
-    assert f"consumers are attached to asya-{cleaned}-x (1)" in err
+    assert f"consumers are attached to asya.{cleaned}.x (1)" in err
     assert "nothing deleted" in err
     assert await existing(amqp_url, names) == names
 
@@ -143,19 +143,20 @@ async def test_clean_leaves_every_queue_of_a_namespace_its_name_prefixes(
     assert await existing(amqp_url, others) == others
 
 
-async def test_a_queue_name_two_namespaces_give_is_kept_and_said_so(
+async def test_the_pair_that_once_shared_a_queue_name_is_cleaned_apart(
     amqp_url, cleaned, other_namespace
 ):
-    # Namespace `N-a`'s actor `x` has the queue namespace `N`'s actor `a-x` would have.
+    # Namespace `N-a`'s actor `x` and namespace `N`'s actor `a-x` once shared a queue name.
     others = await served(amqp_url, other_namespace, "x")
-    mine = await served(amqp_url, cleaned, "y")
+    mine = await served(amqp_url, cleaned, "y", "a-x")
 
     code, out, err = await asya_clean(
         "--actors", "y,a-x", "--namespace", cleaned, "--broker", amqp_url, "--yes"
     )
 
     assert code == 0, err
-    assert f"kept: asya-{cleaned}-a-x is also a queue name of namespace '{other_namespace}'" in out
+    assert f"asya.{cleaned}.a-x " in out
+    assert f"asya.{other_namespace}.x " not in out
     assert await existing(amqp_url, others) == others
     assert await existing(amqp_url, mine) == []
 

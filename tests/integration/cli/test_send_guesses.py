@@ -47,6 +47,6 @@ async def test_send_to_a_misspelt_actor_on_a_broker_guesses_the_closest_of_the_n
     assert code == 2
     assert out == ""
     assert err == (
-        f"asya: no queue for actor 'clen' (asya-{namespace}-clen is not declared); did you mean"
+        f"asya: no queue for actor 'clen' (asya.{namespace}.clen is not declared); did you mean"
         " 'clean'?\n"
     )

@@ -30,7 +30,7 @@ async def test_the_management_api_gives_each_actor_of_the_namespace_its_queued_a
     await transport.publish("alpha", b"one")
     await transport.publish("alpha", b"two")
     management = management_url_of(amqp_url)
-    await until_counted(management, f"asya-{namespace}-alpha", 2)
+    await until_counted(management, f"asya.{namespace}.alpha", 2)
 
     report = await read_broker(amqp_url, namespace, management, [], load_settings({}))
 

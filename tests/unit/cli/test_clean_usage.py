@@ -6,7 +6,7 @@ import pytest
 
 from asya.cli import main
 from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
-from asya.transport.rabbitmq_namespace import namespace_queue_names, other_namespaces
+from asya.transport.rabbitmq_namespace import namespace_queue_names
 
 NOWHERE = "amqp://guest:guest@127.0.0.1:1/"
 
@@ -53,21 +53,6 @@ def test_clean_is_listed_and_its_help_says_it_asks_and_refuses_while_consumed(ca
     assert "Refuses, naming them, while consumers are attached" in text
 
 
-@pytest.mark.parametrize(
-    ("queue", "expected"),
-    [
-        pytest.param("asya-ml-x", [], id="no-dash-in-the-actor"),
-        pytest.param("asya-ml-a-x", ["ml-a"], id="ml-a"),
-        pytest.param("asya-ml-a-x-retry-10ms", ["ml-a", "ml-a-x", "ml-a-x-retry"], id="delay"),
-        pytest.param("asya-ml.parking", [], id="parking-is-ml-s-alone"),
-        pytest.param("asya-ml.results", [], id="records-are-ml-s-alone"),
-        pytest.param("asya-mlx-a", [], id="not-of-ml"),
-    ],
-)
-def test_a_queue_name_also_reads_as_any_longer_namespace_it_begins_with(queue, expected):
-    assert other_namespaces("ml", queue) == expected
-
-
 def test_the_names_of_a_namespace_are_its_actors_and_ends_and_its_dotted_names_only():
     transport = RabbitMQTransport(NOWHERE, RabbitMQOptions(namespace="ml"))
 
@@ -79,9 +64,9 @@ def test_the_names_of_a_namespace_are_its_actors_and_ends_and_its_dotted_names_o
         "asya-ml.failures",
         "asya-ml.replays",
     ]
-    assert {n.rsplit("-retry-", 1)[0] for n in names[4:]} == {
-        "asya-ml-error-end",
-        "asya-ml-happy-end",
-        "asya-ml-x",
+    assert {n.split(".retry-", 1)[0] for n in names[4:]} == {
+        "asya.ml.error-end",
+        "asya.ml.happy-end",
+        "asya.ml.x",
     }
-    assert "asya-ml-x-retry-10ms" in names
+    assert "asya.ml.x.retry-10ms" in names

@@ -34,13 +34,13 @@ TAKEN_AT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 @pytest.mark.parametrize(
     ("queue", "expected"),
     [
-        ("asya-demo-score", ("score", False)),
-        ("asya-demo-detect-language", ("detect-language", False)),
-        ("asya-demo-score-retry-500ms", ("score", True)),
+        ("asya.demo.score", ("score", False)),
+        ("asya.demo.detect-language", ("detect-language", False)),
+        ("asya.demo.score.retry-500ms", ("score", True)),
         ("asya-demo.parking", None),
         ("asya-demo.results", None),
         ("asya-demo.reply.abc123", None),
-        ("asya-other-score", None),
+        ("asya.other.score", None),
         ("unrelated", None),
     ],
     ids=[
@@ -80,11 +80,11 @@ def test_credentials_never_reach_what_is_shown():
 
 def test_broker_rows_are_one_per_actor_with_retries_summed_and_why_when_no_one_consumes():
     queues = {
-        "asya-demo-score": QueueCounts(ready=3, unacked=0, consumers=0),
-        "asya-demo-score-retry-500ms": QueueCounts(ready=1, unacked=0, consumers=0),
-        "asya-demo-score-retry-1000ms": QueueCounts(ready=2, unacked=0, consumers=0),
-        "asya-demo-normalize": QueueCounts(ready=0, unacked=2, consumers=1),
-        "asya-demo-happy-end": QueueCounts(ready=0, unacked=0, consumers=0),
+        "asya.demo.score": QueueCounts(ready=3, unacked=0, consumers=0),
+        "asya.demo.score.retry-500ms": QueueCounts(ready=1, unacked=0, consumers=0),
+        "asya.demo.score.retry-1000ms": QueueCounts(ready=2, unacked=0, consumers=0),
+        "asya.demo.normalize": QueueCounts(ready=0, unacked=2, consumers=1),
+        "asya.demo.happy-end": QueueCounts(ready=0, unacked=0, consumers=0),
         "asya-demo.parking": QueueCounts(ready=9, unacked=0, consumers=0),
     }
 
@@ -315,7 +315,7 @@ def crash_looping_pod(labels):
     ],
 )
 def test_a_cluster_row_says_why_its_numbers_differ(actor, pods, queued, why):
-    queues = {"team": {"asya-team-a": QueueCounts(ready=queued, unacked=0, consumers=0)}}
+    queues = {"team": {"asya.team.a": QueueCounts(ready=queued, unacked=0, consumers=0)}}
 
     [row] = rows_from_cluster([actor], [], pods, queues)
 
@@ -330,7 +330,7 @@ def test_a_cluster_row_joins_its_queue_and_shows_pool_priority_and_admitted():
         priority=10,
         status=actor_status(2, 1, READY, NOT_DEGRADED, admitted=2),
     )
-    queues = {"team": {"asya-team-score": QueueCounts(ready=7, unacked=2, consumers=2)}}
+    queues = {"team": {"asya.team.score": QueueCounts(ready=7, unacked=2, consumers=2)}}
 
     [row] = rows_from_cluster([actor], [], [], queues)
 
@@ -366,7 +366,7 @@ def test_an_actor_group_is_a_row_of_instances_with_its_entry_queue_and_why_it_wa
             ],
         },
     }
-    queues = {"team": {"asya-team-rag-retrieve": QueueCounts(ready=7, unacked=2, consumers=3)}}
+    queues = {"team": {"asya.team.rag-retrieve": QueueCounts(ready=7, unacked=2, consumers=3)}}
 
     [row] = rows_from_cluster([], [group], [], queues)
 

@@ -7,7 +7,8 @@ import asyncio
 import pytest
 
 from asya.errors import TransportError, UnknownActorError
-from asya.transport.base import QueueDepth, queue_name
+from asya.queue_names import queue_name
+from asya.transport.base import QueueDepth
 from asya.transport.memory import MemoryTransport
 
 
@@ -189,4 +190,4 @@ async def test_a_closed_transport_refuses_to_publish(transport):
 
 
 def test_queue_names_carry_the_namespace():
-    assert queue_name("prod", "embed") == "asya-prod-embed"
+    assert queue_name("prod", "embed") == "asya.prod.embed"
