@@ -11,8 +11,12 @@ the tests run it against a stand-in cluster. Admission (quota, priority, gangs) 
   missing the actor is `Degraded` (naming it), nothing is applied, and the handler is tried
   again every `recheck_s` until it is there. Otherwise its Deployment, TriggerAuthentication
   and ScaledObject and the namespace's end actors are applied, its queues and the end actors'
-  declared, and its status written (with `observedGeneration`: all of that is done).
-- **a change of an actor's Deployment** (its replicas becoming ready): the status again.
+  declared, and its status written (with `observedGeneration`: all of that is done). Only
+  then can `Ready` be True: a client that waits for it finds the queue. While Degraded,
+  `Ready` is False with the reason and `observedGeneration` stays the last generation done.
+- **a change of an actor's Deployment** (its replicas becoming ready): the status again, its
+  `observedGeneration` as the reconcile left it. Every status write reads the actor again and
+  is made one at a time, between admission passes.
 - **delete**, behind kopf's finalizer: the end actors lose this owner, then the actor's queues
   are deleted unless `keepQueues`. Deletion is never blocked for ever: with no Secret (or no
   `amqp-url` in it) the queues are left on the broker and a warning says so; with the broker
@@ -137,34 +141,42 @@ def _end_actors(
         return []
 
 
-async def _report(
-    actor: AsyncActor,
-    namespace: str,
-    deployment_status: dict[str, Any] | None,
-    problems: Sequence[Problem],
-    *,
-    memo: Any = None,
+async def _report_applied(
+    actor: AsyncActor, namespace: str, deployment_status: dict[str, Any] | None, memo: Any
 ) -> None:
-    """Write the actor's status. With `memo`, an actor with a pool is read again and written
-    between admission passes, so the admission conditions its status carries over are the last
-    pass's (without: the caller is the pass, and `actor` is fresh)."""
+    """Write the status of an actor whose generation (as `actor` has it) is applied and whose
+    queues are declared: that generation is observed now."""
+    generation = actor.metadata.get("generation")
 
     def build(current: AsyncActor) -> dict[str, Any]:
-        return plan_status(current, deployment_status, problems, now=datetime.now(UTC))
+        return plan_status(
+            current, deployment_status, [], observed_generation=generation, now=datetime.now(UTC)
+        )
 
-    await _write_between_passes(actor, namespace, build, memo)
+    await _write_status(namespace, actor_name(actor), build, memo)
 
 
-async def _write_between_passes(
-    actor: AsyncActor,
+async def _report_seen(
     namespace: str,
-    build: Callable[[AsyncActor], dict[str, Any]],
+    name: str,
+    deployment_status: dict[str, Any] | None,
+    problems: Sequence[Problem],
     memo: Any,
 ) -> None:
-    name = actor_name(actor)
-    if memo is None or actor.spec.pool is None:
-        await actor_sync.write_status(namespace, name, build(actor))
-        return
+    """Write the actor's status as seen now, its observed generation left as it is."""
+
+    def build(current: AsyncActor) -> dict[str, Any]:
+        return actor_sync.status_seen_since(current, deployment_status, problems)
+
+    await _write_status(namespace, name, build, memo)
+
+
+async def _write_status(
+    namespace: str, name: str, build: Callable[[AsyncActor], dict[str, Any]], memo: Any
+) -> None:
+    # The actor is read again and written between admission passes, and one writer at a time:
+    # the admission conditions its status carries over are then the last pass's, and no
+    # writer puts back a status (an observed generation, a Ready) read before another's.
     async with memo["admission"]:
         current = await actor_sync.read_actor(namespace, name)
         if current is not None:
@@ -200,7 +212,8 @@ async def _reconcile(actor: AsyncActor, namespace: str, memo: Any, logger: kopf.
     world = await actor_sync.read_world(actor, namespace)
     problems = actor_sync.problems_of(actor, namespace, world)
     if problems:
-        await _report(actor, namespace, world.deployment_status, problems, memo=memo)
+        # Nothing applied: the observed generation stays the last one that was.
+        await _report_seen(namespace, actor_name(actor), world.deployment_status, problems, memo)
         messages = "; ".join(p.message for p in problems)
         raise kopf.TemporaryError(
             f"{_DEGRADED}, nothing applied: {messages}; checking again in {config.recheck_s} s",
@@ -219,7 +232,7 @@ async def _reconcile(actor: AsyncActor, namespace: str, memo: Any, logger: kopf.
             delay=config.recheck_s,
         ) from exc
     # Written last: an observedGeneration means the objects are applied and the queues exist.
-    await _report(actor, namespace, deployment.get("status"), [], memo=memo)
+    await _report_applied(actor, namespace, deployment.get("status"), memo)
 
 
 @kopf.on.event(GROUP, VERSION, POOLS_PLURAL, registry=registry)
@@ -235,7 +248,6 @@ async def follow_deployment(
     event: kopf.RawEvent,
     namespace: str | None,
     name: str,
-    status: kopf.Status,
     memo: Any,
     **_: Any,
 ) -> None:
@@ -243,16 +255,18 @@ async def follow_deployment(
     namespace = _namespaced(namespace)
     if event["type"] == "DELETED":
         return
+    await _follow(namespace, name, memo)
+
+
+async def _follow(namespace: str, name: str, memo: Any) -> None:
+    """Write the status of the actor `namespace/name` as the cluster shows it now (its
+    Deployment's replicas, its Secret and flavor), unless it is gone or going."""
     actor = await actor_sync.read_actor(namespace, name)
     if actor is None or actor.metadata.get("deletionTimestamp"):
         return
     world = await actor_sync.read_world(actor, namespace)
     problems = actor_sync.problems_of(actor, namespace, world)
-
-    def build(current: AsyncActor) -> dict[str, Any]:
-        return actor_sync.status_seen_since(current, dict(status), problems)
-
-    await _write_between_passes(actor, namespace, build, memo)
+    await _report_seen(namespace, name, world.deployment_status, problems, memo)
 
 
 @kopf.on.delete(*_ACTORS, registry=registry)

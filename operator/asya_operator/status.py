@@ -53,6 +53,7 @@ class Reason(enum.StrEnum):
     DEACTIVATED = "Deactivated"
     NO_POOL = "NoPool"
     NAME_TAKEN = "NameTaken"
+    RECONCILING = "Reconciling"
 
 
 ADMISSION_CONDITIONS = ("QuotaReserved", "Admitted", "Preempted")
@@ -161,14 +162,18 @@ def plan_status(
     deployment_status: Mapping[str, Any] | None,
     problems: Sequence[Problem],
     *,
+    observed_generation: int | None,
     now: datetime,
 ) -> dict[str, Any]:
     """The AsyncActor's `status`, from its Deployment's `status` (None: no Deployment yet).
 
-    Conditions: `Degraded` (True while something the actor needs is missing, the reason and
-    message naming it), `Ready` (True when every desired replica is ready, or none is desired),
-    `Scaling` (True while the Deployment's replicas move toward the desired number; False,
-    held, while Degraded).
+    `observed_generation` is the generation whose objects are applied and whose queues are
+    declared (None: none yet); it is written as `observedGeneration`. Conditions: `Degraded`
+    (True while something the actor needs is missing, the reason and message naming it),
+    `Ready` (True once the actor's own generation is applied and its queues declared, and every
+    desired replica is ready or none is desired: a client may send to it then), `Scaling`
+    (True while the Deployment's replicas move toward the desired number; False, held, while
+    Degraded).
     """
     observed = deployment_status or {}
     replicas = int(observed.get("replicas", 0))
@@ -176,6 +181,7 @@ def plan_status(
     # With a pool, what runs is what is admitted; the admission conditions say the rest.
     desired = running_replicas(actor)
     condition = conditions_at(now, actor.status.conditions if actor.status else None)
+    generation = actor.metadata.get("generation")
 
     if problems:
         first = problems[0]
@@ -185,7 +191,10 @@ def plan_status(
         scaling = condition("Scaling", first.reason, f"held: {first.message}", is_true=False)
     else:
         degraded = condition("Degraded", Reason.AS_EXPECTED, "nothing missing", is_true=False)
-        if desired == 0:
+        if observed_generation != generation:
+            pending = f"generation {generation} not yet applied: objects and queues in the making"
+            ready_now = condition("Ready", Reason.RECONCILING, pending, is_true=False)
+        elif desired == 0:
             idle = "no replicas wanted: the queue is idle"
             ready_now = condition("Ready", Reason.SCALED_TO_ZERO, idle, is_true=True)
         else:
@@ -211,10 +220,14 @@ def plan_status(
     }
     # admittedReplicas and admittedFlavor are the admission pass's alone: left out here, so a
     # status written from an actor read before a pass never puts back an old count.
-    generation = actor.metadata.get("generation")
-    if generation is not None:
-        status["observedGeneration"] = generation
+    if observed_generation is not None:
+        status["observedGeneration"] = observed_generation
     return status
+
+
+def observed_generation(actor: AsyncActor) -> int | None:
+    """The generation `actor`'s status says is applied, queues and all (None: none yet)."""
+    return None if actor.status is None else actor.status.observed_generation
 
 
 def _admission_conditions_kept(actor: AsyncActor) -> list[dict[str, Any]]:

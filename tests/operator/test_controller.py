@@ -218,6 +218,44 @@ async def test_an_actor_naming_a_missing_flavor_is_degraded_naming_it(
     assert await world.get(DEPLOYMENTS, "text") is None
 
 
+@pytest.mark.rabbitmq
+async def test_an_actor_is_ready_and_its_generation_observed_only_once_its_queues_are_declared(
+    world, operator, queues, amqp_url
+):
+    # Given an actor whose Secret is missing
+    await world.create_actor(async_actor("text", broker={"secretName": "broker-later"}))
+    missing = await world.wait_condition("text", "Degraded", "True")
+    assert condition_of(missing, "Ready")["status"] == "False"
+    assert observed(missing) is None
+
+    # When the Secret appears with an AMQP URL no broker answers at
+    management = "http://guest:guest@127.0.0.1:15672/"
+    unreachable = f"amqp://guest:guest@127.0.0.1:{free_port()}/"
+    await world.create_secret(
+        "broker-later", {"amqp-url": unreachable, "management-url": management}
+    )
+
+    # Then its objects are applied, but with no queue it is not Ready
+    await world.wait_exists(DEPLOYMENTS, "text")
+    applied = await world.wait_for(
+        ACTORS,
+        "text",
+        lambda o: o is not None and condition_of(o, "Ready").get("reason") != "SecretNotFound",
+        "a status written after the Secret appeared",
+    )
+    assert condition_of(applied, "Ready")["status"] == "False"
+    assert observed(applied) is None
+    assert not await has_queue(queues, "text")
+
+    # When the Secret points at the broker
+    await world.patch_secret("broker-later", {"amqp-url": amqp_url})
+
+    # Then the queues are declared, and only then is the generation observed and the actor Ready
+    ready = await world.wait_for(ACTORS, "text", lambda o: observed(o) == 1, "generation 1 applied")
+    assert await has_queue(queues, "text")
+    assert condition_of(ready, "Ready")["status"] == "True"
+
+
 def test_the_operator_config_is_read_from_asya_operator_variables():
     config = load_operator_config(
         {"ASYA_OPERATOR_SIDECAR_IMAGE": "reg/sidecar:9", "ASYA_OPERATOR_RECHECK_S": "2.5"}
