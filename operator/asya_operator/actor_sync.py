@@ -19,7 +19,13 @@ from asya_operator.config import OperatorConfig
 from asya_operator.metadata import Owner
 from asya_operator.plan import plan_actor
 from asya_operator.resources import AsyncActor
-from asya_operator.status import Problem, find_problems, observed_generation, plan_status
+from asya_operator.status import (
+    Problem,
+    find_problems,
+    kept_problems,
+    observed_generation,
+    plan_status,
+)
 
 
 def _read_world(actor: Owner, namespace: str) -> World:
@@ -74,11 +80,11 @@ def status_seen_since(
 ) -> dict[str, Any]:
     """The actor's status as anyone but its reconcile writes it: the generation observed stays
     the one the reconcile applied (objects and queues), not one it has yet to see, so `Ready`
-    waits for the reconcile."""
+    waits for the reconcile; so does a broker it found unreachable (`kept_problems`)."""
     return plan_status(
         actor,
         deployment_status,
-        problems,
+        [*problems, *kept_problems(actor)],
         observed_generation=observed_generation(actor),
         now=datetime.now(UTC),
     )

@@ -14,6 +14,10 @@ the tests run it against a stand-in cluster. Admission (quota, priority, gangs) 
   declared, and its status written (with `observedGeneration`: all of that is done). Only
   then can `Ready` be True: a client that waits for it finds the queue. While Degraded,
   `Ready` is False with the reason and `observedGeneration` stays the last generation done.
+  A broker that cannot be reached leaves the actor `Degraded` (`BrokerUnreachable`, with the
+  error) and is tried again every `recheck_s`; the other writers keep that reason until a
+  declare succeeds. An actor that becomes Degraded, or Degraded for another reason, gets a
+  Warning Event with the condition's reason and message (posted before the status is written).
 - **a change of an actor's Deployment** (its replicas becoming ready): the status again, its
   `observedGeneration` as the reconcile left it. Every status write reads the actor again and
   is made one at a time, between admission passes.
@@ -41,7 +45,7 @@ from asya.errors import TransportError
 from asya.health import HealthServer
 from asya_operator import actor_sync, cluster, metrics
 from asya_operator import group_controller as _group_handlers  # noqa: F401  (registers them)
-from asya_operator.admission_pass import ReadinessClock, run_pass
+from asya_operator.admission_pass import ReadinessClock, post_event, run_pass
 from asya_operator.cluster import ACTORS_PLURAL, COHORTS_PLURAL, POOLS_PLURAL
 from asya_operator.config import OperatorConfig, load_operator_config
 from asya_operator.deployment import plan_end_actors
@@ -50,7 +54,7 @@ from asya_operator.plan import end_actor_owners, plan_actor
 from asya_operator.queues import declare_actor_queues, release_queues
 from asya_operator.registry import registry
 from asya_operator.resources import BROKER_AMQP_URL_KEY, GROUP, VERSION, AsyncActor
-from asya_operator.status import Problem, plan_status
+from asya_operator.status import Problem, broker_unreachable, newly_degraded, plan_status
 
 __all__ = ["registry"]
 
@@ -179,8 +183,13 @@ async def _write_status(
     # writer puts back a status (an observed generation, a Ready) read before another's.
     async with memo["admission"]:
         current = await actor_sync.read_actor(namespace, name)
-        if current is not None:
-            await actor_sync.write_status(namespace, name, build(current))
+        if current is None:
+            return
+        status = build(current)
+        news = newly_degraded(current, status)
+        if news is not None:  # first: whoever sees the status finds the Event posted
+            await post_event(current, warning=True, reason=news["reason"], message=news["message"])
+        await actor_sync.write_status(namespace, name, status)
 
 
 @kopf.on.resume(*_ACTORS, registry=registry)
@@ -227,6 +236,8 @@ async def _reconcile(actor: AsyncActor, namespace: str, memo: Any, logger: kopf.
     try:
         await declare_actor_queues(world.secret[BROKER_AMQP_URL_KEY], namespace, actor_name(actor))
     except TransportError as exc:
+        problem = broker_unreachable(exc)
+        await _report_seen(namespace, actor_name(actor), deployment.get("status"), [problem], memo)
         raise kopf.TemporaryError(
             f"queues not declared: {exc}; trying again in {config.recheck_s} s",
             delay=config.recheck_s,

@@ -34,6 +34,7 @@ class Reason(enum.StrEnum):
     SECRET_NOT_FOUND = "SecretNotFound"
     SECRET_KEY_MISSING = "SecretKeyMissing"
     FLAVOR_NOT_FOUND = "FlavorNotFound"
+    BROKER_UNREACHABLE = "BrokerUnreachable"
     AS_EXPECTED = "AsExpected"
     REPLICAS_READY = "ReplicasReady"
     REPLICAS_NOT_READY = "ReplicasNotReady"
@@ -111,6 +112,35 @@ def secret_problems(
         for key in (BROKER_AMQP_URL_KEY, BROKER_MANAGEMENT_URL_KEY)
         if key not in secret_keys
     ]
+
+
+def broker_unreachable(error: object) -> Problem:
+    """The broker refused or did not answer when the actor's queues were declared."""
+    return Problem(Reason.BROKER_UNREACHABLE, f"queues not declared: {error}")
+
+
+def kept_problems(actor: AsyncActor) -> list[Problem]:
+    """The problems only a declare of the queues finds (the broker unreachable), as `actor`'s
+    status last recorded them: every other writer keeps them, until a declare succeeds."""
+    known = (actor.status.conditions if actor.status else None) or ()
+    return [
+        Problem(Reason.BROKER_UNREACHABLE, c.message or "")
+        for c in known
+        if (c.type, c.status, c.reason) == ("Degraded", "True", Reason.BROKER_UNREACHABLE)
+    ]
+
+
+def newly_degraded(actor: AsyncActor, status: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The Degraded condition of `status` if it says something `actor`'s did not (Degraded
+    now, or for another reason): a Warning Event to post. None otherwise."""
+    known = {c.type: c for c in (actor.status.conditions if actor.status else None) or ()}
+    for condition in status["conditions"]:
+        if condition["type"] != "Degraded" or condition["status"] != "True":
+            continue
+        before = known.get("Degraded")
+        if before is None or (before.status, before.reason) != ("True", condition["reason"]):
+            return dict(condition)
+    return None
 
 
 _RFC3339: Final = "%Y-%m-%dT%H:%M:%SZ"

@@ -256,6 +256,48 @@ async def test_an_actor_is_ready_and_its_generation_observed_only_once_its_queue
     assert condition_of(ready, "Ready")["status"] == "True"
 
 
+@pytest.mark.rabbitmq
+async def test_an_actor_whose_broker_cannot_be_reached_is_degraded_naming_it_with_a_warning(
+    world, operator, queues, amqp_url
+):
+    # Given a broker Secret whose AMQP URL is a closed port
+    port = free_port()
+    await world.create_secret(
+        "asya-broker",
+        {
+            "amqp-url": f"amqp://guest:guest@127.0.0.1:{port}/",
+            "management-url": "http://guest:guest@127.0.0.1:15672/",
+        },
+    )
+
+    # When an actor is created
+    await world.create_actor(async_actor("text"))
+
+    # Then it is Degraded and not Ready, naming the broker and its error
+    actor = await world.wait_condition("text", "Degraded", "True")
+    degraded, ready = condition_of(actor, "Degraded"), condition_of(actor, "Ready")
+    assert degraded["reason"] == "BrokerUnreachable"
+    assert f"cannot reach the broker at amqp://guest:***@127.0.0.1:{port}/" in degraded["message"]
+    assert (ready["status"], ready["reason"]) == ("False", "BrokerUnreachable")
+    assert observed(actor) is None
+    # and a Warning Event on the actor says the same
+    events = [
+        (e["type"], e["reason"], e["message"])
+        for e in await world.events()
+        if e["involved_object"]["name"] == "text"
+    ]
+    assert ("Warning", "BrokerUnreachable", degraded["message"]) in events
+
+    # When the Secret points at a broker that answers
+    await world.patch_secret("asya-broker", {"amqp-url": amqp_url})
+
+    # Then a recheck declares the queues and the actor recovers
+    recovered = await world.wait_for(ACTORS, "text", lambda o: observed(o) == 1, "generation 1")
+    assert condition_of(recovered, "Degraded")["status"] == "False"
+    assert condition_of(recovered, "Ready")["status"] == "True"
+    assert await has_queue(queues, "text")
+
+
 def test_the_operator_config_is_read_from_asya_operator_variables():
     config = load_operator_config(
         {"ASYA_OPERATOR_SIDECAR_IMAGE": "reg/sidecar:9", "ASYA_OPERATOR_RECHECK_S": "2.5"}

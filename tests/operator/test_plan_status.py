@@ -5,7 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from asya_operator.status import Problem, Reason, find_problems, plan_status
+from asya_operator.status import (
+    Problem,
+    Reason,
+    broker_unreachable,
+    find_problems,
+    kept_problems,
+    newly_degraded,
+    plan_status,
+)
 
 from tests.operator.plan_builders import async_actor, resource_flavor
 
@@ -135,6 +143,25 @@ def test_an_actor_whose_generation_is_not_applied_is_not_ready_and_keeps_what_it
     ready = conditions(status)["Ready"]
     assert ready == ("False", "SecretNotFound" if problems else "Reconciling")
     assert status.get("observedGeneration") == observed_generation
+
+
+def test_a_broker_found_unreachable_is_kept_and_announced_once():
+    # Given an actor whose reconcile found its broker unreachable
+    actor = async_actor(generation=1)
+    problem = broker_unreachable("cannot reach the broker at amqp://guest:***@h:5672/")
+    first = plan_status(actor, None, [problem], observed_generation=None, now=NOW)
+    written = async_actor(generation=1, status=first)
+
+    # When another writer (the Deployment's follower) plans its status from what it can see
+    again = plan_status(written, None, kept_problems(written), observed_generation=None, now=NOW)
+
+    # Then the broker problem is kept, and only the first status is news worth an Event
+    assert kept_problems(written) == [problem]
+    assert conditions(again)["Degraded"] == ("True", "BrokerUnreachable")
+    assert newly_degraded(actor, first) == next(
+        c for c in first["conditions"] if c["type"] == "Degraded"
+    )
+    assert newly_degraded(written, again) is None
 
 
 def test_a_condition_keeps_its_transition_time_until_its_status_changes():
