@@ -21,6 +21,12 @@ the tests run it against a stand-in cluster. Admission (quota, priority, gangs) 
 - **a change of an actor's Deployment** (its replicas becoming ready): the status again, its
   `observedGeneration` as the reconcile left it. Every status write reads the actor again and
   is made one at a time, between admission passes.
+- **a change of a broker Secret an actor names** (created, changed, deleted): the status of
+  each actor that names it again, so one whose Secret goes (or loses `amqp-url`) is Degraded
+  naming it, and recovers when it is back. kopf watches every Secret in scope (the chart's
+  ClusterRole grants `list` and `watch` on Secrets for it); an in-memory index of the actors'
+  `spec.broker.secretName` (`actors_by_secret`) filters out the others before any handler
+  runs, so they cost no request.
 - **delete**, behind kopf's finalizer: the end actors lose this owner, then the actor's queues
   are deleted unless `keepQueues`. Deletion is never blocked for ever: with no Secret (or no
   `amqp-url` in it) the queues are left on the broker and a warning says so; with the broker
@@ -53,7 +59,13 @@ from asya_operator.metadata import ACTOR_COMPONENT, MANAGED_BY, Owner, actor_nam
 from asya_operator.plan import end_actor_owners, plan_actor
 from asya_operator.queues import declare_actor_queues, release_queues
 from asya_operator.registry import registry
-from asya_operator.resources import BROKER_AMQP_URL_KEY, GROUP, VERSION, AsyncActor
+from asya_operator.resources import (
+    BROKER_AMQP_URL_KEY,
+    DEFAULT_BROKER_SECRET,
+    GROUP,
+    VERSION,
+    AsyncActor,
+)
 from asya_operator.status import Problem, broker_unreachable, newly_degraded, plan_status
 
 __all__ = ["registry"]
@@ -278,6 +290,38 @@ async def _follow(namespace: str, name: str, memo: Any) -> None:
     world = await actor_sync.read_world(actor, namespace)
     problems = actor_sync.problems_of(actor, namespace, world)
     await _report_seen(namespace, name, world.deployment_status, problems, memo)
+
+
+SecretUsers = kopf.Index[tuple[str | None, str], str]
+"""The `actors_by_secret` index kopf passes to the handlers."""
+
+
+@kopf.index(*_ACTORS, registry=registry)
+async def actors_by_secret(
+    *, namespace: str | None, name: str, spec: kopf.Spec, **_: Any
+) -> dict[tuple[str | None, str], str]:
+    """Which actors use which broker Secret: (namespace, Secret name) -> the actors' names."""
+    broker = spec.get("broker") or {}
+    return {(namespace, str(broker.get("secretName", DEFAULT_BROKER_SECRET))): name}
+
+
+def _users(namespace: str | None, name: str, indices: dict[str, Any]) -> list[str]:
+    # kopf passes its indices as keyword arguments; its handler protocols do not name ours.
+    users: SecretUsers = indices["actors_by_secret"]
+    return sorted(users.get((namespace, name), ()))
+
+
+def _is_used(*, namespace: str | None, name: str, **kwargs: Any) -> bool:
+    # Called for every Secret event: an in-memory look-up, no request to the API server.
+    return bool(_users(namespace, name, kwargs))
+
+
+@kopf.on.event("v1", "secrets", when=_is_used, registry=registry)
+async def follow_secret(*, namespace: str | None, name: str, memo: Any, **kwargs: Any) -> None:
+    """A broker Secret appeared, changed or went: each actor that uses it reports it (Degraded
+    naming it, or recovered). Other Secrets are filtered out before any handler runs."""
+    for actor in _users(namespace, name, kwargs):
+        await _follow(_namespaced(namespace), actor, memo)
 
 
 @kopf.on.delete(*_ACTORS, registry=registry)

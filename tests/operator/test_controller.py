@@ -298,6 +298,70 @@ async def test_an_actor_whose_broker_cannot_be_reached_is_degraded_naming_it_wit
     assert await has_queue(queues, "text")
 
 
+def is_ready(actor) -> bool:
+    return observed(actor) == 1 and condition_of(actor, "Ready").get("status") == "True"
+
+
+async def warnings_on(world, name: str) -> set[tuple[str, str]]:
+    return {
+        (e["reason"], e["message"])
+        for e in await world.events()
+        if e["involved_object"]["name"] == name and e["type"] == "Warning"
+    }
+
+
+@pytest.mark.rabbitmq
+async def test_a_ready_actor_whose_secret_is_deleted_is_degraded_naming_it_until_it_returns(
+    world, broker_secret, operator, queues
+):
+    # Given a Ready actor
+    await world.create_actor(async_actor("text"))
+    await world.wait_for(ACTORS, "text", is_ready, "AsyncActor text Ready, generation 1")
+
+    # When its Secret is deleted
+    await world.delete_secret("asya-broker")
+
+    # Then it is Degraded naming the Secret, not Ready, with a Warning Event saying so
+    actor = await world.wait_condition("text", "Degraded", "True")
+    degraded = condition_of(actor, "Degraded")
+    assert degraded["reason"] == "SecretNotFound"
+    assert f"Secret {world.namespace}/asya-broker not found" in degraded["message"]
+    assert condition_of(actor, "Ready")["status"] == "False"
+    assert ("SecretNotFound", degraded["message"]) in await warnings_on(world, "text")
+
+    # When the Secret comes back
+    await world.create_secret("asya-broker", broker_secret)
+
+    # Then the actor recovers
+    recovered = await world.wait_for(ACTORS, "text", is_ready, "AsyncActor text Ready again")
+    assert condition_of(recovered, "Degraded")["status"] == "False"
+
+
+@pytest.mark.rabbitmq
+async def test_a_ready_actor_whose_secret_loses_its_amqp_url_is_degraded_naming_the_key(
+    world, broker_secret, operator, queues
+):
+    # Given a Ready actor
+    await world.create_actor(async_actor("text"))
+    await world.wait_for(ACTORS, "text", is_ready, "AsyncActor text Ready, generation 1")
+
+    # When its Secret loses the key amqp-url
+    await world.patch_secret("asya-broker", {"amqp-url": None})
+
+    # Then it is Degraded naming the Secret and the key
+    actor = await world.wait_condition("text", "Degraded", "True")
+    degraded = condition_of(actor, "Degraded")
+    assert degraded["reason"] == "SecretKeyMissing"
+    assert f"Secret {world.namespace}/asya-broker has no key amqp-url" in degraded["message"]
+    assert condition_of(actor, "Ready")["status"] == "False"
+
+    # When the key is put back
+    await world.patch_secret("asya-broker", {"amqp-url": broker_secret["amqp-url"]})
+
+    # Then the actor recovers
+    await world.wait_for(ACTORS, "text", is_ready, "AsyncActor text Ready again")
+
+
 def test_the_operator_config_is_read_from_asya_operator_variables():
     config = load_operator_config(
         {"ASYA_OPERATOR_SIDECAR_IMAGE": "reg/sidecar:9", "ASYA_OPERATOR_RECHECK_S": "2.5"}
