@@ -19,7 +19,13 @@ from asya_operator.config import OperatorConfig
 from asya_operator.metadata import Owner
 from asya_operator.plan import plan_actor
 from asya_operator.resources import AsyncActor
-from asya_operator.status import Problem, find_problems, plan_status
+from asya_operator.status import (
+    Problem,
+    find_problems,
+    kept_problems,
+    observed_generation,
+    plan_status,
+)
 
 
 def _read_world(actor: Owner, namespace: str) -> World:
@@ -73,12 +79,15 @@ def status_seen_since(
     actor: AsyncActor, deployment_status: dict[str, Any] | None, problems: Sequence[Problem]
 ) -> dict[str, Any]:
     """The actor's status as anyone but its reconcile writes it: the generation observed stays
-    the one the reconcile applied (objects and queues), not one it has yet to see."""
-    report = plan_status(actor, deployment_status, problems, now=datetime.now(UTC))
-    report.pop("observedGeneration", None)
-    if actor.status is not None and actor.status.observed_generation is not None:
-        report["observedGeneration"] = actor.status.observed_generation
-    return report
+    the one the reconcile applied (objects and queues), not one it has yet to see, so `Ready`
+    waits for the reconcile; so does a broker it found unreachable (`kept_problems`)."""
+    return plan_status(
+        actor,
+        deployment_status,
+        [*problems, *kept_problems(actor)],
+        observed_generation=observed_generation(actor),
+        now=datetime.now(UTC),
+    )
 
 
 async def reapply(namespace: str, name: str, config: OperatorConfig) -> None:

@@ -11,8 +11,22 @@ the tests run it against a stand-in cluster. Admission (quota, priority, gangs) 
   missing the actor is `Degraded` (naming it), nothing is applied, and the handler is tried
   again every `recheck_s` until it is there. Otherwise its Deployment, TriggerAuthentication
   and ScaledObject and the namespace's end actors are applied, its queues and the end actors'
-  declared, and its status written (with `observedGeneration`: all of that is done).
-- **a change of an actor's Deployment** (its replicas becoming ready): the status again.
+  declared, and its status written (with `observedGeneration`: all of that is done). Only
+  then can `Ready` be True: a client that waits for it finds the queue. While Degraded,
+  `Ready` is False with the reason and `observedGeneration` stays the last generation done.
+  A broker that cannot be reached leaves the actor `Degraded` (`BrokerUnreachable`, with the
+  error) and is tried again every `recheck_s`; the other writers keep that reason until a
+  declare succeeds. An actor that becomes Degraded, or Degraded for another reason, gets a
+  Warning Event with the condition's reason and message (posted before the status is written).
+- **a change of an actor's Deployment** (its replicas becoming ready): the status again, its
+  `observedGeneration` as the reconcile left it. Every status write reads the actor again and
+  is made one at a time, between admission passes.
+- **a change of a broker Secret an actor names** (created, changed, deleted): the status of
+  each actor that names it again, so one whose Secret goes (or loses `amqp-url`) is Degraded
+  naming it, and recovers when it is back. kopf watches every Secret in scope (the chart's
+  ClusterRole grants `list` and `watch` on Secrets for it); an in-memory index of the actors'
+  `spec.broker.secretName` (`actors_by_secret`) filters out the others before any handler
+  runs, so they cost no request.
 - **delete**, behind kopf's finalizer: the end actors lose this owner, then the actor's queues
   are deleted unless `keepQueues`. Deletion is never blocked for ever: with no Secret (or no
   `amqp-url` in it) the queues are left on the broker and a warning says so; with the broker
@@ -37,7 +51,7 @@ from asya.errors import TransportError
 from asya.health import HealthServer
 from asya_operator import actor_sync, cluster, metrics
 from asya_operator import group_controller as _group_handlers  # noqa: F401  (registers them)
-from asya_operator.admission_pass import ReadinessClock, run_pass
+from asya_operator.admission_pass import ReadinessClock, post_event, run_pass
 from asya_operator.cluster import ACTORS_PLURAL, COHORTS_PLURAL, POOLS_PLURAL
 from asya_operator.config import OperatorConfig, load_operator_config
 from asya_operator.deployment import plan_end_actors
@@ -45,8 +59,14 @@ from asya_operator.metadata import ACTOR_COMPONENT, MANAGED_BY, Owner, actor_nam
 from asya_operator.plan import end_actor_owners, plan_actor
 from asya_operator.queues import declare_actor_queues, release_queues
 from asya_operator.registry import registry
-from asya_operator.resources import BROKER_AMQP_URL_KEY, GROUP, VERSION, AsyncActor
-from asya_operator.status import Problem, plan_status
+from asya_operator.resources import (
+    BROKER_AMQP_URL_KEY,
+    DEFAULT_BROKER_SECRET,
+    GROUP,
+    VERSION,
+    AsyncActor,
+)
+from asya_operator.status import Problem, broker_unreachable, newly_degraded, plan_status
 
 __all__ = ["registry"]
 
@@ -137,38 +157,51 @@ def _end_actors(
         return []
 
 
-async def _report(
-    actor: AsyncActor,
-    namespace: str,
-    deployment_status: dict[str, Any] | None,
-    problems: Sequence[Problem],
-    *,
-    memo: Any = None,
+async def _report_applied(
+    actor: AsyncActor, namespace: str, deployment_status: dict[str, Any] | None, memo: Any
 ) -> None:
-    """Write the actor's status. With `memo`, an actor with a pool is read again and written
-    between admission passes, so the admission conditions its status carries over are the last
-    pass's (without: the caller is the pass, and `actor` is fresh)."""
+    """Write the status of an actor whose generation (as `actor` has it) is applied and whose
+    queues are declared: that generation is observed now."""
+    generation = actor.metadata.get("generation")
 
     def build(current: AsyncActor) -> dict[str, Any]:
-        return plan_status(current, deployment_status, problems, now=datetime.now(UTC))
+        return plan_status(
+            current, deployment_status, [], observed_generation=generation, now=datetime.now(UTC)
+        )
 
-    await _write_between_passes(actor, namespace, build, memo)
+    await _write_status(namespace, actor_name(actor), build, memo)
 
 
-async def _write_between_passes(
-    actor: AsyncActor,
+async def _report_seen(
     namespace: str,
-    build: Callable[[AsyncActor], dict[str, Any]],
+    name: str,
+    deployment_status: dict[str, Any] | None,
+    problems: Sequence[Problem],
     memo: Any,
 ) -> None:
-    name = actor_name(actor)
-    if memo is None or actor.spec.pool is None:
-        await actor_sync.write_status(namespace, name, build(actor))
-        return
+    """Write the actor's status as seen now, its observed generation left as it is."""
+
+    def build(current: AsyncActor) -> dict[str, Any]:
+        return actor_sync.status_seen_since(current, deployment_status, problems)
+
+    await _write_status(namespace, name, build, memo)
+
+
+async def _write_status(
+    namespace: str, name: str, build: Callable[[AsyncActor], dict[str, Any]], memo: Any
+) -> None:
+    # The actor is read again and written between admission passes, and one writer at a time:
+    # the admission conditions its status carries over are then the last pass's, and no
+    # writer puts back a status (an observed generation, a Ready) read before another's.
     async with memo["admission"]:
         current = await actor_sync.read_actor(namespace, name)
-        if current is not None:
-            await actor_sync.write_status(namespace, name, build(current))
+        if current is None:
+            return
+        status = build(current)
+        news = newly_degraded(current, status)
+        if news is not None:  # first: whoever sees the status finds the Event posted
+            await post_event(current, warning=True, reason=news["reason"], message=news["message"])
+        await actor_sync.write_status(namespace, name, status)
 
 
 @kopf.on.resume(*_ACTORS, registry=registry)
@@ -200,7 +233,8 @@ async def _reconcile(actor: AsyncActor, namespace: str, memo: Any, logger: kopf.
     world = await actor_sync.read_world(actor, namespace)
     problems = actor_sync.problems_of(actor, namespace, world)
     if problems:
-        await _report(actor, namespace, world.deployment_status, problems, memo=memo)
+        # Nothing applied: the observed generation stays the last one that was.
+        await _report_seen(namespace, actor_name(actor), world.deployment_status, problems, memo)
         messages = "; ".join(p.message for p in problems)
         raise kopf.TemporaryError(
             f"{_DEGRADED}, nothing applied: {messages}; checking again in {config.recheck_s} s",
@@ -214,12 +248,14 @@ async def _reconcile(actor: AsyncActor, namespace: str, memo: Any, logger: kopf.
     try:
         await declare_actor_queues(world.secret[BROKER_AMQP_URL_KEY], namespace, actor_name(actor))
     except TransportError as exc:
+        problem = broker_unreachable(exc)
+        await _report_seen(namespace, actor_name(actor), deployment.get("status"), [problem], memo)
         raise kopf.TemporaryError(
             f"queues not declared: {exc}; trying again in {config.recheck_s} s",
             delay=config.recheck_s,
         ) from exc
     # Written last: an observedGeneration means the objects are applied and the queues exist.
-    await _report(actor, namespace, deployment.get("status"), [], memo=memo)
+    await _report_applied(actor, namespace, deployment.get("status"), memo)
 
 
 @kopf.on.event(GROUP, VERSION, POOLS_PLURAL, registry=registry)
@@ -235,7 +271,6 @@ async def follow_deployment(
     event: kopf.RawEvent,
     namespace: str | None,
     name: str,
-    status: kopf.Status,
     memo: Any,
     **_: Any,
 ) -> None:
@@ -243,16 +278,50 @@ async def follow_deployment(
     namespace = _namespaced(namespace)
     if event["type"] == "DELETED":
         return
+    await _follow(namespace, name, memo)
+
+
+async def _follow(namespace: str, name: str, memo: Any) -> None:
+    """Write the status of the actor `namespace/name` as the cluster shows it now (its
+    Deployment's replicas, its Secret and flavor), unless it is gone or going."""
     actor = await actor_sync.read_actor(namespace, name)
     if actor is None or actor.metadata.get("deletionTimestamp"):
         return
     world = await actor_sync.read_world(actor, namespace)
     problems = actor_sync.problems_of(actor, namespace, world)
+    await _report_seen(namespace, name, world.deployment_status, problems, memo)
 
-    def build(current: AsyncActor) -> dict[str, Any]:
-        return actor_sync.status_seen_since(current, dict(status), problems)
 
-    await _write_between_passes(actor, namespace, build, memo)
+SecretUsers = kopf.Index[tuple[str | None, str], str]
+"""The `actors_by_secret` index kopf passes to the handlers."""
+
+
+@kopf.index(*_ACTORS, registry=registry)
+async def actors_by_secret(
+    *, namespace: str | None, name: str, spec: kopf.Spec, **_: Any
+) -> dict[tuple[str | None, str], str]:
+    """Which actors use which broker Secret: (namespace, Secret name) -> the actors' names."""
+    broker = spec.get("broker") or {}
+    return {(namespace, str(broker.get("secretName", DEFAULT_BROKER_SECRET))): name}
+
+
+def _users(namespace: str | None, name: str, indices: dict[str, Any]) -> list[str]:
+    # kopf passes its indices as keyword arguments; its handler protocols do not name ours.
+    users: SecretUsers = indices["actors_by_secret"]
+    return sorted(users.get((namespace, name), ()))
+
+
+def _is_used(*, namespace: str | None, name: str, **kwargs: Any) -> bool:
+    # Called for every Secret event: an in-memory look-up, no request to the API server.
+    return bool(_users(namespace, name, kwargs))
+
+
+@kopf.on.event("v1", "secrets", when=_is_used, registry=registry)
+async def follow_secret(*, namespace: str | None, name: str, memo: Any, **kwargs: Any) -> None:
+    """A broker Secret appeared, changed or went: each actor that uses it reports it (Degraded
+    naming it, or recovered). Other Secrets are filtered out before any handler runs."""
+    for actor in _users(namespace, name, kwargs):
+        await _follow(_namespaced(namespace), actor, memo)
 
 
 @kopf.on.delete(*_ACTORS, registry=registry)

@@ -391,7 +391,11 @@ class AsyncActorStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
         str | None, doc("Label selector of the actor's pods, as a string (for the HPA).")
     ] = None
     observed_generation: Annotated[
-        int | None, doc("The spec generation this status describes.")
+        int | None,
+        doc(
+            "The last spec generation whose objects are applied and whose queues are declared"
+            " (not advanced while Degraded); Ready is True only when it is the current one."
+        ),
     ] = None
     conditions: Annotated[
         Annotated[list[Condition], msgspec.Meta(extra_json_schema=LIST_MAP_BY_TYPE)] | None,

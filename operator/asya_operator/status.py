@@ -34,6 +34,7 @@ class Reason(enum.StrEnum):
     SECRET_NOT_FOUND = "SecretNotFound"
     SECRET_KEY_MISSING = "SecretKeyMissing"
     FLAVOR_NOT_FOUND = "FlavorNotFound"
+    BROKER_UNREACHABLE = "BrokerUnreachable"
     AS_EXPECTED = "AsExpected"
     REPLICAS_READY = "ReplicasReady"
     REPLICAS_NOT_READY = "ReplicasNotReady"
@@ -53,6 +54,7 @@ class Reason(enum.StrEnum):
     DEACTIVATED = "Deactivated"
     NO_POOL = "NoPool"
     NAME_TAKEN = "NameTaken"
+    RECONCILING = "Reconciling"
 
 
 ADMISSION_CONDITIONS = ("QuotaReserved", "Admitted", "Preempted")
@@ -112,6 +114,35 @@ def secret_problems(
     ]
 
 
+def broker_unreachable(error: object) -> Problem:
+    """The broker refused or did not answer when the actor's queues were declared."""
+    return Problem(Reason.BROKER_UNREACHABLE, f"queues not declared: {error}")
+
+
+def kept_problems(actor: AsyncActor) -> list[Problem]:
+    """The problems only a declare of the queues finds (the broker unreachable), as `actor`'s
+    status last recorded them: every other writer keeps them, until a declare succeeds."""
+    known = (actor.status.conditions if actor.status else None) or ()
+    return [
+        Problem(Reason.BROKER_UNREACHABLE, c.message or "")
+        for c in known
+        if (c.type, c.status, c.reason) == ("Degraded", "True", Reason.BROKER_UNREACHABLE)
+    ]
+
+
+def newly_degraded(actor: AsyncActor, status: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The Degraded condition of `status` if it says something `actor`'s did not (Degraded
+    now, or for another reason): a Warning Event to post. None otherwise."""
+    known = {c.type: c for c in (actor.status.conditions if actor.status else None) or ()}
+    for condition in status["conditions"]:
+        if condition["type"] != "Degraded" or condition["status"] != "True":
+            continue
+        before = known.get("Degraded")
+        if before is None or (before.status, before.reason) != ("True", condition["reason"]):
+            return dict(condition)
+    return None
+
+
 _RFC3339: Final = "%Y-%m-%dT%H:%M:%SZ"
 
 
@@ -161,14 +192,18 @@ def plan_status(
     deployment_status: Mapping[str, Any] | None,
     problems: Sequence[Problem],
     *,
+    observed_generation: int | None,
     now: datetime,
 ) -> dict[str, Any]:
     """The AsyncActor's `status`, from its Deployment's `status` (None: no Deployment yet).
 
-    Conditions: `Degraded` (True while something the actor needs is missing, the reason and
-    message naming it), `Ready` (True when every desired replica is ready, or none is desired),
-    `Scaling` (True while the Deployment's replicas move toward the desired number; False,
-    held, while Degraded).
+    `observed_generation` is the generation whose objects are applied and whose queues are
+    declared (None: none yet); it is written as `observedGeneration`. Conditions: `Degraded`
+    (True while something the actor needs is missing, the reason and message naming it),
+    `Ready` (True once the actor's own generation is applied and its queues declared, and every
+    desired replica is ready or none is desired: a client may send to it then), `Scaling`
+    (True while the Deployment's replicas move toward the desired number; False, held, while
+    Degraded).
     """
     observed = deployment_status or {}
     replicas = int(observed.get("replicas", 0))
@@ -176,6 +211,7 @@ def plan_status(
     # With a pool, what runs is what is admitted; the admission conditions say the rest.
     desired = running_replicas(actor)
     condition = conditions_at(now, actor.status.conditions if actor.status else None)
+    generation = actor.metadata.get("generation")
 
     if problems:
         first = problems[0]
@@ -185,7 +221,10 @@ def plan_status(
         scaling = condition("Scaling", first.reason, f"held: {first.message}", is_true=False)
     else:
         degraded = condition("Degraded", Reason.AS_EXPECTED, "nothing missing", is_true=False)
-        if desired == 0:
+        if observed_generation != generation:
+            pending = f"generation {generation} not yet applied: objects and queues in the making"
+            ready_now = condition("Ready", Reason.RECONCILING, pending, is_true=False)
+        elif desired == 0:
             idle = "no replicas wanted: the queue is idle"
             ready_now = condition("Ready", Reason.SCALED_TO_ZERO, idle, is_true=True)
         else:
@@ -211,10 +250,14 @@ def plan_status(
     }
     # admittedReplicas and admittedFlavor are the admission pass's alone: left out here, so a
     # status written from an actor read before a pass never puts back an old count.
-    generation = actor.metadata.get("generation")
-    if generation is not None:
-        status["observedGeneration"] = generation
+    if observed_generation is not None:
+        status["observedGeneration"] = observed_generation
     return status
+
+
+def observed_generation(actor: AsyncActor) -> int | None:
+    """The generation `actor`'s status says is applied, queues and all (None: none yet)."""
+    return None if actor.status is None else actor.status.observed_generation
 
 
 def _admission_conditions_kept(actor: AsyncActor) -> list[dict[str, Any]]:

@@ -146,6 +146,8 @@ NEEDED = {("asya.sh", "asyncactors", verb) for verb in ("get", "list", "watch", 
     ("keda.sh", "scaledobjects", "patch"),
     ("keda.sh", "triggerauthentications", "patch"),
     ("", "secrets", "get"),
+    ("", "secrets", "list"),
+    ("", "secrets", "watch"),
     ("", "events", "create"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
 }
@@ -166,7 +168,10 @@ def test_the_cluster_role_grants_what_the_operator_calls_and_deletes_only_what_i
         ("keda.sh", "scaledobjects"),
         ("keda.sh", "triggerauthentications"),
     }
-    assert {rule for rule in granted if rule[1] == "secrets"} == {("", "secrets", "get")}
+    # Secrets are read and watched (an actor's Secret going is in its status), never written.
+    assert {rule for rule in granted if rule[1] == "secrets"} == {
+        ("", "secrets", verb) for verb in ("get", "list", "watch")
+    }
 
 
 def test_the_service_monitor_scrapes_the_metrics_service():

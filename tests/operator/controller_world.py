@@ -120,6 +120,19 @@ class World:
         body = {"metadata": {"name": name}, "data": encoded}
         return await asyncio.to_thread(self._core.create_namespaced_secret, self.namespace, body)
 
+    async def patch_secret(self, name: str, data: dict[str, str | None]) -> Any:
+        """Set the Secret's keys in `data` (None: remove that key)."""
+        encoded = {
+            k: None if v is None else base64.b64encode(v.encode()).decode() for k, v in data.items()
+        }
+        body = {"data": encoded}
+        return await asyncio.to_thread(
+            self._core.patch_namespaced_secret, name, self.namespace, body
+        )
+
+    async def delete_secret(self, name: str) -> Any:
+        return await asyncio.to_thread(self._core.delete_namespaced_secret, name, self.namespace)
+
     async def wait_for_watch(self, resource: str) -> None:
         try:
             async with asyncio.timeout(WAIT_S):

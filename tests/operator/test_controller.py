@@ -218,6 +218,150 @@ async def test_an_actor_naming_a_missing_flavor_is_degraded_naming_it(
     assert await world.get(DEPLOYMENTS, "text") is None
 
 
+@pytest.mark.rabbitmq
+async def test_an_actor_is_ready_and_its_generation_observed_only_once_its_queues_are_declared(
+    world, operator, queues, amqp_url
+):
+    # Given an actor whose Secret is missing
+    await world.create_actor(async_actor("text", broker={"secretName": "broker-later"}))
+    missing = await world.wait_condition("text", "Degraded", "True")
+    assert condition_of(missing, "Ready")["status"] == "False"
+    assert observed(missing) is None
+
+    # When the Secret appears with an AMQP URL no broker answers at
+    management = "http://guest:guest@127.0.0.1:15672/"
+    unreachable = f"amqp://guest:guest@127.0.0.1:{free_port()}/"
+    await world.create_secret(
+        "broker-later", {"amqp-url": unreachable, "management-url": management}
+    )
+
+    # Then its objects are applied, but with no queue it is not Ready
+    await world.wait_exists(DEPLOYMENTS, "text")
+    applied = await world.wait_for(
+        ACTORS,
+        "text",
+        lambda o: o is not None and condition_of(o, "Ready").get("reason") != "SecretNotFound",
+        "a status written after the Secret appeared",
+    )
+    assert condition_of(applied, "Ready")["status"] == "False"
+    assert observed(applied) is None
+    assert not await has_queue(queues, "text")
+
+    # When the Secret points at the broker
+    await world.patch_secret("broker-later", {"amqp-url": amqp_url})
+
+    # Then the queues are declared, and only then is the generation observed and the actor Ready
+    ready = await world.wait_for(ACTORS, "text", lambda o: observed(o) == 1, "generation 1 applied")
+    assert await has_queue(queues, "text")
+    assert condition_of(ready, "Ready")["status"] == "True"
+
+
+@pytest.mark.rabbitmq
+async def test_an_actor_whose_broker_cannot_be_reached_is_degraded_naming_it_with_a_warning(
+    world, operator, queues, amqp_url
+):
+    # Given a broker Secret whose AMQP URL is a closed port
+    port = free_port()
+    await world.create_secret(
+        "asya-broker",
+        {
+            "amqp-url": f"amqp://guest:guest@127.0.0.1:{port}/",
+            "management-url": "http://guest:guest@127.0.0.1:15672/",
+        },
+    )
+
+    # When an actor is created
+    await world.create_actor(async_actor("text"))
+
+    # Then it is Degraded and not Ready, naming the broker and its error
+    actor = await world.wait_condition("text", "Degraded", "True")
+    degraded, ready = condition_of(actor, "Degraded"), condition_of(actor, "Ready")
+    assert degraded["reason"] == "BrokerUnreachable"
+    assert f"cannot reach the broker at amqp://guest:***@127.0.0.1:{port}/" in degraded["message"]
+    assert (ready["status"], ready["reason"]) == ("False", "BrokerUnreachable")
+    assert observed(actor) is None
+    # and a Warning Event on the actor says the same
+    events = [
+        (e["type"], e["reason"], e["message"])
+        for e in await world.events()
+        if e["involved_object"]["name"] == "text"
+    ]
+    assert ("Warning", "BrokerUnreachable", degraded["message"]) in events
+
+    # When the Secret points at a broker that answers
+    await world.patch_secret("asya-broker", {"amqp-url": amqp_url})
+
+    # Then a recheck declares the queues and the actor recovers
+    recovered = await world.wait_for(ACTORS, "text", lambda o: observed(o) == 1, "generation 1")
+    assert condition_of(recovered, "Degraded")["status"] == "False"
+    assert condition_of(recovered, "Ready")["status"] == "True"
+    assert await has_queue(queues, "text")
+
+
+def is_ready(actor) -> bool:
+    return observed(actor) == 1 and condition_of(actor, "Ready").get("status") == "True"
+
+
+async def warnings_on(world, name: str) -> set[tuple[str, str]]:
+    return {
+        (e["reason"], e["message"])
+        for e in await world.events()
+        if e["involved_object"]["name"] == name and e["type"] == "Warning"
+    }
+
+
+@pytest.mark.rabbitmq
+async def test_a_ready_actor_whose_secret_is_deleted_is_degraded_naming_it_until_it_returns(
+    world, broker_secret, operator, queues
+):
+    # Given a Ready actor
+    await world.create_actor(async_actor("text"))
+    await world.wait_for(ACTORS, "text", is_ready, "AsyncActor text Ready, generation 1")
+
+    # When its Secret is deleted
+    await world.delete_secret("asya-broker")
+
+    # Then it is Degraded naming the Secret, not Ready, with a Warning Event saying so
+    actor = await world.wait_condition("text", "Degraded", "True")
+    degraded = condition_of(actor, "Degraded")
+    assert degraded["reason"] == "SecretNotFound"
+    assert f"Secret {world.namespace}/asya-broker not found" in degraded["message"]
+    assert condition_of(actor, "Ready")["status"] == "False"
+    assert ("SecretNotFound", degraded["message"]) in await warnings_on(world, "text")
+
+    # When the Secret comes back
+    await world.create_secret("asya-broker", broker_secret)
+
+    # Then the actor recovers
+    recovered = await world.wait_for(ACTORS, "text", is_ready, "AsyncActor text Ready again")
+    assert condition_of(recovered, "Degraded")["status"] == "False"
+
+
+@pytest.mark.rabbitmq
+async def test_a_ready_actor_whose_secret_loses_its_amqp_url_is_degraded_naming_the_key(
+    world, broker_secret, operator, queues
+):
+    # Given a Ready actor
+    await world.create_actor(async_actor("text"))
+    await world.wait_for(ACTORS, "text", is_ready, "AsyncActor text Ready, generation 1")
+
+    # When its Secret loses the key amqp-url
+    await world.patch_secret("asya-broker", {"amqp-url": None})
+
+    # Then it is Degraded naming the Secret and the key
+    actor = await world.wait_condition("text", "Degraded", "True")
+    degraded = condition_of(actor, "Degraded")
+    assert degraded["reason"] == "SecretKeyMissing"
+    assert f"Secret {world.namespace}/asya-broker has no key amqp-url" in degraded["message"]
+    assert condition_of(actor, "Ready")["status"] == "False"
+
+    # When the key is put back
+    await world.patch_secret("asya-broker", {"amqp-url": broker_secret["amqp-url"]})
+
+    # Then the actor recovers
+    await world.wait_for(ACTORS, "text", is_ready, "AsyncActor text Ready again")
+
+
 def test_the_operator_config_is_read_from_asya_operator_variables():
     config = load_operator_config(
         {"ASYA_OPERATOR_SIDECAR_IMAGE": "reg/sidecar:9", "ASYA_OPERATOR_RECHECK_S": "2.5"}

@@ -89,7 +89,9 @@ def test_a_partly_admitted_actor_holds_quota_but_is_not_admitted_and_says_why():
 
 
 def test_a_preempted_actor_says_by_whom_and_keeps_its_other_conditions():
-    before = plan_status(pooled(replicas=2, admitted=2), None, [], now=NOW)["conditions"]
+    before = plan_status(
+        pooled(replicas=2, admitted=2), None, [], observed_generation=None, now=NOW
+    )["conditions"]
     actor = pooled(replicas=2, admitted=2, conditions=before)
     admission = ActorAdmission(0, None, False, "0 of 2 replicas admitted, 2 waiting", "ns/urgent")
 
@@ -108,7 +110,9 @@ def test_plan_status_keeps_the_admission_conditions_and_leaves_the_counts_to_the
     )
     actor = pooled(replicas=3, admitted=3, flavor="h100", conditions=admitted["conditions"])
 
-    status = plan_status(actor, {"replicas": 3, "readyReplicas": 3}, [], now=LATER)
+    status = plan_status(
+        actor, {"replicas": 3, "readyReplicas": 3}, [], observed_generation=None, now=LATER
+    )
 
     assert by_type(status)["Admitted"] == by_type(admitted)["Admitted"]
     assert "admittedReplicas" not in status  # the pass's alone: never written back stale

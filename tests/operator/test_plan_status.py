@@ -5,7 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from asya_operator.status import Problem, Reason, find_problems, plan_status
+from asya_operator.status import (
+    Problem,
+    Reason,
+    broker_unreachable,
+    find_problems,
+    kept_problems,
+    newly_degraded,
+    plan_status,
+)
 
 from tests.operator.plan_builders import async_actor, resource_flavor
 
@@ -83,9 +91,9 @@ def conditions(status):
 def test_conditions_follow_the_deployment_and_the_problems(
     scaling, replicas, observed, problems, expected
 ):
-    actor = async_actor(scaling=scaling, replicas=replicas)
+    actor = async_actor(scaling=scaling, replicas=replicas, generation=1)
 
-    status = plan_status(actor, observed, problems, now=NOW)
+    status = plan_status(actor, observed, problems, observed_generation=1, now=NOW)
 
     assert conditions(status) == expected
 
@@ -96,7 +104,7 @@ def test_a_degraded_actor_names_every_missing_object_in_its_condition():
         Problem(Reason.FLAVOR_NOT_FOUND, "ResourceFlavor a100 not found"),
     ]
 
-    status = plan_status(async_actor(), None, problems, now=NOW)
+    status = plan_status(async_actor(), None, problems, observed_generation=None, now=NOW)
 
     (degraded,) = [c for c in status["conditions"] if c["type"] == "Degraded"]
     assert degraded["message"] == (
@@ -107,7 +115,9 @@ def test_a_degraded_actor_names_every_missing_object_in_its_condition():
 def test_the_status_carries_replicas_the_hpa_selector_and_the_observed_generation():
     actor = async_actor("score", generation=7)
 
-    status = plan_status(actor, {"replicas": 2, "readyReplicas": 1}, [], now=NOW)
+    status = plan_status(
+        actor, {"replicas": 2, "readyReplicas": 1}, [], observed_generation=7, now=NOW
+    )
 
     assert status["replicas"] == 2
     assert status["readyReplicas"] == 1
@@ -115,18 +125,58 @@ def test_the_status_carries_replicas_the_hpa_selector_and_the_observed_generatio
     assert status["observedGeneration"] == 7
 
 
+@pytest.mark.parametrize(
+    ("observed_generation", "problems"),
+    [(None, []), (1, []), (None, [NO_SECRET]), (1, [NO_SECRET])],
+    ids=["never-applied", "older-generation", "missing-before-first", "missing-after-first"],
+)
+def test_an_actor_whose_generation_is_not_applied_is_not_ready_and_keeps_what_it_observed(
+    observed_generation, problems
+):
+    # Given an actor at generation 2 with nothing desired (Ready at once, were it applied)
+    actor = async_actor(scaling={"minReplicas": 0}, generation=2)
+
+    # When its generation 2 is not yet applied (its queues not declared)
+    status = plan_status(actor, None, problems, observed_generation=observed_generation, now=NOW)
+
+    # Then it is not Ready, and the generation observed is the one last applied
+    ready = conditions(status)["Ready"]
+    assert ready == ("False", "SecretNotFound" if problems else "Reconciling")
+    assert status.get("observedGeneration") == observed_generation
+
+
+def test_a_broker_found_unreachable_is_kept_and_announced_once():
+    # Given an actor whose reconcile found its broker unreachable
+    actor = async_actor(generation=1)
+    problem = broker_unreachable("cannot reach the broker at amqp://guest:***@h:5672/")
+    first = plan_status(actor, None, [problem], observed_generation=None, now=NOW)
+    written = async_actor(generation=1, status=first)
+
+    # When another writer (the Deployment's follower) plans its status from what it can see
+    again = plan_status(written, None, kept_problems(written), observed_generation=None, now=NOW)
+
+    # Then the broker problem is kept, and only the first status is news worth an Event
+    assert kept_problems(written) == [problem]
+    assert conditions(again)["Degraded"] == ("True", "BrokerUnreachable")
+    assert newly_degraded(actor, first) == next(
+        c for c in first["conditions"] if c["type"] == "Degraded"
+    )
+    assert newly_degraded(written, again) is None
+
+
 def test_a_condition_keeps_its_transition_time_until_its_status_changes():
     before = "2026-02-01T08:00:00Z"
     actor = async_actor(
+        generation=1,
         status={
             "conditions": [
                 {"type": "Degraded", "status": "False", "lastTransitionTime": before},
                 {"type": "Ready", "status": "False", "lastTransitionTime": before},
             ]
-        }
+        },
     )
 
-    status = plan_status(actor, None, [], now=NOW)
+    status = plan_status(actor, None, [], observed_generation=1, now=NOW)
 
     times = {c["type"]: c["lastTransitionTime"] for c in status["conditions"]}
     assert times == {"Degraded": before, "Ready": NOW_TEXT, "Scaling": NOW_TEXT}
