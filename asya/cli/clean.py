@@ -19,7 +19,7 @@ from typing import IO, TYPE_CHECKING
 
 import msgspec
 
-from asya import event_loop
+from asya import event_loop, typeinfo
 from asya.cli.options import EXIT_FAILURES, EXIT_OK, EXIT_USAGE, broker_transport, route
 from asya.local.discovery import load_app
 from asya.local.report import aligned
@@ -208,7 +208,7 @@ def _confirmed(queues: Sequence[QueueState], answers: IO[str]) -> bool:
 
 def _namespace(text: str) -> str:
     try:
-        msgspec.convert({"namespace": text}, TransportSettings)
+        typeinfo.convert({"namespace": text}, TransportSettings)
     except msgspec.ValidationError as exc:
         raise argparse.ArgumentTypeError(
             f"'{text}' is not a namespace: lowercase letters, digits and '-' ({exc})"

@@ -22,9 +22,9 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 import kubernetes
-import msgspec
 from kubernetes.client import ApiException, CoreV1Api, CustomObjectsApi
 
+from asya import typeinfo
 from asya_operator.deployment import placement_flavor
 from asya_operator.group_objects import GROUP_LABEL, INSTANCE_LABEL, MEMBER_LABEL
 from asya_operator.groups import ActorGroup
@@ -151,9 +151,9 @@ def read_world(api: kubernetes.client.ApiClient, actor: Owner, namespace: str) -
     flavor = None
     if wanted is not None:
         found = _get(custom.get_cluster_custom_object, GROUP, VERSION, FLAVORS_PLURAL, wanted)
-        flavor = None if found is None else msgspec.convert(found, ResourceFlavor)
-    actors = [msgspec.convert(i, AsyncActor) for i in _live(custom, namespace, ACTORS_PLURAL)]
-    groups = [msgspec.convert(i, ActorGroup) for i in _live(custom, namespace, GROUPS_PLURAL)]
+        flavor = None if found is None else typeinfo.convert(found, ResourceFlavor)
+    actors = [typeinfo.convert(i, AsyncActor) for i in _live(custom, namespace, ACTORS_PLURAL)]
+    groups = [typeinfo.convert(i, ActorGroup) for i in _live(custom, namespace, GROUPS_PLURAL)]
     name = actor.metadata["name"]
     deployment = _get(
         custom.get_namespaced_custom_object, "apps", "v1", namespace, "deployments", name
@@ -273,7 +273,7 @@ def read_actor(api: kubernetes.client.ApiClient, namespace: str, name: str) -> A
         ACTORS_PLURAL,
         name,
     )
-    return None if found is None else msgspec.convert(found, AsyncActor)
+    return None if found is None else typeinfo.convert(found, AsyncActor)
 
 
 def read_admission_world(api: kubernetes.client.ApiClient) -> AdmissionWorld:
@@ -290,18 +290,18 @@ def read_admission_world(api: kubernetes.client.ApiClient) -> AdmissionWorld:
         ]
 
     actors = [
-        (str(item["metadata"]["namespace"]), msgspec.convert(item, AsyncActor))
+        (str(item["metadata"]["namespace"]), typeinfo.convert(item, AsyncActor))
         for item in listed(ACTORS_PLURAL)
         if item.get("spec", {}).get("pool")
     ]
     groups = [
-        (str(item["metadata"]["namespace"]), msgspec.convert(item, ActorGroup))
+        (str(item["metadata"]["namespace"]), typeinfo.convert(item, ActorGroup))
         for item in listed(GROUPS_PLURAL)
     ]
     spaces = {ns for ns, _ in actors} | {ns for ns, _ in groups}
     return AdmissionWorld(
-        pools=[msgspec.convert(item, ResourcePool) for item in listed(POOLS_PLURAL)],
-        cohorts=[msgspec.convert(item, Cohort) for item in listed(COHORTS_PLURAL)],
+        pools=[typeinfo.convert(item, ResourcePool) for item in listed(POOLS_PLURAL)],
+        cohorts=[typeinfo.convert(item, Cohort) for item in listed(COHORTS_PLURAL)],
         actors=actors,
         groups=groups,
         group_pods=_group_pods(listed("statefulsets", "apps", "v1")),
@@ -384,7 +384,7 @@ def read_group(api: kubernetes.client.ApiClient, namespace: str, name: str) -> A
         GROUPS_PLURAL,
         name,
     )
-    return None if found is None else msgspec.convert(found, ActorGroup)
+    return None if found is None else typeinfo.convert(found, ActorGroup)
 
 
 def write_group_status(
@@ -403,7 +403,7 @@ def read_flavors(
     for name in sorted(set(names)):
         body = _get(custom.get_cluster_custom_object, GROUP, VERSION, FLAVORS_PLURAL, name)
         if body is not None:
-            found[name] = msgspec.convert(body, ResourceFlavor)
+            found[name] = typeinfo.convert(body, ResourceFlavor)
     return found
 
 

@@ -31,8 +31,8 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 import kopf
-import msgspec
 
+from asya import typeinfo
 from asya.errors import TransportError
 from asya.health import HealthServer
 from asya_operator import actor_sync, cluster, metrics
@@ -123,7 +123,7 @@ def _namespaced(namespace: str | None) -> str:
 
 
 def _decode(body: kopf.Body) -> AsyncActor:
-    return msgspec.convert(dict(body), AsyncActor)
+    return typeinfo.convert(dict(body), AsyncActor)
 
 
 def _end_actors(
