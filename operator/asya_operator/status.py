@@ -53,6 +53,7 @@ class Reason(enum.StrEnum):
     DEACTIVATED = "Deactivated"
     NO_POOL = "NoPool"
     NAME_TAKEN = "NameTaken"
+    INVALID_SPEC = "InvalidSpec"
 
 
 ADMISSION_CONDITIONS = ("QuotaReserved", "Admitted", "Preempted")
@@ -215,6 +216,19 @@ def plan_status(
     if generation is not None:
         status["observedGeneration"] = generation
     return status
+
+
+def plan_refused_status(message: str, *, now: datetime) -> dict[str, Any]:
+    """The `status` of an AsyncActor whose stored spec the operator refuses (`message` says
+    what to fix): Degraded, nothing applied, so no observedGeneration."""
+    condition = conditions_at(now, None)
+    return {
+        "conditions": [
+            condition("Ready", Reason.INVALID_SPEC, f"not ready: {message}", is_true=False),
+            condition("Scaling", Reason.INVALID_SPEC, f"held: {message}", is_true=False),
+            condition("Degraded", Reason.INVALID_SPEC, message, is_true=True),
+        ]
+    }
 
 
 def _admission_conditions_kept(actor: AsyncActor) -> list[dict[str, Any]]:
