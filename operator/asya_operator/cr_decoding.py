@@ -16,6 +16,7 @@ import msgspec
 
 from asya import typeinfo
 from asya.errors import ActorDefinitionError
+from asya_operator.cr_rules import broken_rules
 
 T = TypeVar("T")
 
@@ -34,14 +35,21 @@ def decode(body: Mapping[str, Any], type_: type[T]) -> T:
         StoredSpecError: it does not fit; the message names the field and how to fix it.
     """
     name = body.get("metadata", {}).get("name")
+    what = f"{body.get('kind', type_.__name__)} {name}"
     try:
-        return typeinfo.convert(dict(body), type_)
+        decoded = typeinfo.convert(dict(body), type_)
     except msgspec.ValidationError as exc:
         raise StoredSpecError(
-            f"{body.get('kind', type_.__name__)} {name} cannot be used: {exc}; fix the field"
-            " named and apply it again",
-            actor=name,
+            f"{what} cannot be used: {exc}; fix the field named and apply it again", actor=name
         ) from exc
+    # The decode checks each field's own limits; the CRD's rules across fields are checked here.
+    broken = broken_rules(dict(body), type(decoded)) if isinstance(decoded, msgspec.Struct) else []
+    if broken:
+        raise StoredSpecError(
+            f"{what} breaks its CRD's rules: {'; '.join(broken)}; fix it and apply it again",
+            actor=name,
+        )
+    return decoded
 
 
 def decodable(bodies: Iterable[Mapping[str, Any]], type_: type[T]) -> list[T]:

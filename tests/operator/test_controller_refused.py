@@ -60,3 +60,32 @@ async def test_an_actor_that_does_not_decode_is_still_deleted(
     # Then: its finalizer is removed, and it is gone
     gone = await world.wait_for(ACTORS, "other", lambda o: o is None, "AsyncActor other deleted")
     assert gone is None
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.parametrize(
+    ("name", "spec", "says"),
+    [
+        (
+            "text",
+            {"scaling": {"minReplicas": 5, "maxReplicas": 2}},
+            "scaling.minReplicas must not be above scaling.maxReplicas",
+        ),
+        ("text", {"handler": "text.normalize"}, "spec.handler must look like module:attr"),
+        ("t" * 80, {}, "metadata.name is the actor's name: at most 53 characters"),
+    ],
+    ids=["min-above-max", "handler-without-colon", "name-of-80-characters"],
+)
+async def test_a_stored_spec_its_crd_would_refuse_is_degraded_and_nothing_is_applied(
+    world, broker_secret, operator, queues, name, spec, says
+):
+    # When: an actor the CRD would refuse today is stored (the stand-in does not validate)
+    await world.create_actor(async_actor(name, **spec))
+
+    # Then: it is Degraded, saying what to fix, and nothing is applied for it
+    refused = await world.wait_condition(name, "Degraded", "True")
+    degraded = condition_of(refused, "Degraded")
+    assert degraded["reason"] == "InvalidSpec"
+    assert says in degraded["message"]
+    assert observed(refused) is None
+    assert await world.get(DEPLOYMENTS, name) is None
