@@ -29,6 +29,7 @@ from typing import Annotated, Any, Final, TypedDict, TypeVar, Unpack, overload
 
 import msgspec
 
+from asya import typeinfo
 from asya.context import Context
 from asya.errors import ActorDefinitionError
 from asya.payload_types import PayloadType, model_kind, payload_type_of
@@ -345,7 +346,7 @@ def _check_options(raw: Mapping[str, Any], label: str) -> ActorOptions:
             f"@actor on {label}: retry must be an asya.retry.RetryPolicy, got {raw['retry']!r}"
         )
     try:
-        return msgspec.convert(dict(raw), ActorOptions)
+        return typeinfo.convert(dict(raw), ActorOptions)
     except msgspec.ValidationError as exc:
         raise ActorDefinitionError(f"@actor on {label}: invalid option: {exc}") from exc
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Final
 
 import msgspec
 
+from asya import typeinfo
 from asya.actor import ActorSpec
 from asya.errors import ActorDefinitionError
 from asya.retry import RetryPolicy
@@ -57,7 +58,7 @@ class ActorOverrides(_Wire, frozen=True, kw_only=True):
 def parse_overrides(text: str) -> ActorOverrides:
     """Raises: ActorDefinitionError naming what is wrong (not JSON, a bad or unknown field)."""
     try:
-        return msgspec.json.decode(text, type=ActorOverrides)
+        return typeinfo.decode_json(text, ActorOverrides)
     except msgspec.DecodeError as exc:
         raise ActorDefinitionError(f"ASYA_ACTOR_OVERRIDES is invalid: {exc}") from exc
 

@@ -24,6 +24,7 @@ from typing import Any, Final
 
 import msgspec
 
+from asya import typeinfo
 from asya.envelope import Payload
 from asya.errors import EnvelopeError
 
@@ -66,7 +67,7 @@ class PayloadType:
             except validation_error as exc:
                 raise PayloadMismatchError(_pydantic_problem(exc)) from None
         try:
-            return msgspec.convert(payload, self.model)
+            return typeinfo.convert(payload, self.model)
         except msgspec.ValidationError as exc:
             raise PayloadMismatchError(_msgspec_problem(exc)) from None
 
@@ -113,7 +114,7 @@ def to_payload(value: Any) -> Payload:
     try:
         # Round-trips what the model's own type says: a field holding the wrong type (nothing
         # checks a dataclass's fields when it is built) fails here, not at the next actor.
-        msgspec.convert(data, type(value))
+        typeinfo.convert(data, type(value))
     except msgspec.ValidationError as exc:
         raise PayloadMismatchError(_msgspec_problem(exc)) from None
     return data

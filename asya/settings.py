@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 import msgspec
 
+from asya import typeinfo
 from asya.envelope import Limits
 from asya.errors import SettingsError
 
@@ -316,14 +317,14 @@ def load_group(
     for name, value in raw.items():
         # One field at a time, so a failure names its variable without parsing messages.
         try:
-            msgspec.convert({name: value}, group, strict=False)
+            typeinfo.convert({name: value}, group, strict=False)
         except msgspec.ValidationError as exc:
             variable = variable_of(name)
             detail = str(exc).partition(" - at ")[0] + _choices(group, name)
             raise SettingsError(
                 f"{variable}={value!r} is invalid: {detail}", variable=variable, value=value
             ) from exc
-    return msgspec.convert(raw, group, strict=False)
+    return typeinfo.convert(raw, group, strict=False)
 
 
 def load_settings(environ: Mapping[str, str]) -> Settings:

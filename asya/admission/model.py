@@ -15,6 +15,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
+from asya import typeinfo
 from asya.admission.quantity import Milli, parse_quantity
 from asya.errors import AdmissionError
 
@@ -149,7 +150,7 @@ def load_scenario(raw: Mapping[str, Any]) -> Scenario:
             (cohort parent, admitted pod set or flavor) points nowhere, or cohorts form a loop.
     """
     try:
-        scenario = msgspec.convert(raw, Scenario, dec_hook=_decode_quantity)
+        scenario = typeinfo.convert(raw, Scenario, dec_hook=_decode_quantity)
     except msgspec.ValidationError as exc:
         raise AdmissionError(f"invalid scenario: {exc}") from exc
     _check(scenario)

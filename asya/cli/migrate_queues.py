@@ -142,10 +142,17 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _old_names(namespace: str, actor: str) -> list[str]:
+    """`actor`'s old queues in the order they are moved: its delay queues before its own, which
+    their expired messages are dead-lettered to meanwhile."""
     from asya.transport.rabbitmq import DELAY_LADDER_MS  # after broker_transport found the extra
 
-    delays = (legacy_delay_queue_name(namespace, actor, ms) for ms in DELAY_LADDER_MS)
-    return [legacy_queue_name(namespace, actor), *delays]
+    delays = [legacy_delay_queue_name(namespace, actor, ms) for ms in DELAY_LADDER_MS]
+    return [*delays, legacy_queue_name(namespace, actor)]
+
+
+def _in_moving_order(actors: set[str]) -> list[str]:
+    """The end actors last: the others' old queues dead-letter into error-end's meanwhile."""
+    return sorted(actors, key=lambda actor: (actor in END_ACTORS, actor))
 
 
 async def _read(transport: RabbitMQTransport, namespace: str, actors: set[str]) -> list[OldQueue]:
@@ -155,7 +162,7 @@ async def _read(transport: RabbitMQTransport, namespace: str, actors: set[str]) 
     async with transport:
         queues = NamespaceQueues(transport)
         try:
-            for actor in sorted(actors):
+            for actor in _in_moving_order(actors):
                 for state in await queues.states(_old_names(namespace, actor)):
                     shared = await _shared_with(queues, namespace, state.name)
                     found.append(OldQueue(state=state, actor=actor, shared_with=shared))

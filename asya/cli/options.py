@@ -9,6 +9,7 @@ from typing import IO, TYPE_CHECKING, TypeAlias, TypeVar
 
 import msgspec
 
+from asya import typeinfo
 from asya.envelope import Envelope, Limits
 from asya.errors import SettingsError
 from asya.local.discovery import load_app
@@ -147,7 +148,7 @@ def write_line(stream: IO[str], envelope: Envelope) -> None:
 def namespace(text: str) -> str:
     """`--namespace`'s type: a namespace name as the settings accept it."""
     try:
-        msgspec.convert({"namespace": text}, TransportSettings)
+        typeinfo.convert({"namespace": text}, TransportSettings)
     except msgspec.ValidationError as exc:
         raise argparse.ArgumentTypeError(
             f"'{text}' is not a namespace: lowercase letters, digits and '-' ({exc})"

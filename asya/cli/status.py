@@ -26,7 +26,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from asya import event_loop
+from asya import event_loop, typeinfo
 from asya.cli.options import EXIT_OK, broker_transport, seconds
 from asya.cli.results import until_signal
 from asya.errors import SettingsError, TransportError
@@ -292,7 +292,7 @@ async def read_serve(url: str) -> Report:
     endpoint = url.rstrip("/") + "/status"
     try:
         body = await asyncio.to_thread(_get, urllib.request.Request(endpoint), endpoint)
-        status = msgspec.json.decode(body, type=ServeStatus)
+        status = typeinfo.decode_json(body, ServeStatus)
     except (TransportError, msgspec.DecodeError) as exc:
         raise SettingsError(
             f"cannot read the status of asya serve at {endpoint}: {exc}; is it running with"

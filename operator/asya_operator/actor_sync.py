@@ -9,7 +9,7 @@ decision is made here. Used by the AsyncActor handlers (`controller`) and by the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -67,6 +67,26 @@ def _read_actor(namespace: str, name: str) -> AsyncActor | None:
 async def read_actor(namespace: str, name: str) -> AsyncActor | None:
     """The AsyncActor as stored now (None: gone)."""
     return await asyncio.to_thread(_read_actor, namespace, name)
+
+
+def _read_secret(namespace: str, name: str) -> dict[str, str] | None:
+    with cluster.api_client() as api:
+        return cluster.read_secret(api, namespace, name)
+
+
+async def read_secret(namespace: str, name: str) -> dict[str, str] | None:
+    """The Secret's data, decoded (None: no such Secret)."""
+    return await asyncio.to_thread(_read_secret, namespace, name)
+
+
+def _post_event_on(body: Mapping[str, Any], reason: str, message: str) -> None:
+    with cluster.api_client() as api:
+        cluster.post_event_on(api, body, warning=True, reason=reason, message=message)
+
+
+async def post_event_on(body: Mapping[str, Any], *, reason: str, message: str) -> None:
+    """A Warning Event about the stored object `body`."""
+    await asyncio.to_thread(_post_event_on, body, reason, message)
 
 
 def problems_of(actor: AsyncActor, namespace: str, world: World) -> list[Problem]:

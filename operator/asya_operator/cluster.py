@@ -17,14 +17,15 @@ import base64
 import dataclasses
 import os
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
 import kubernetes
-import msgspec
 from kubernetes.client import ApiException, CoreV1Api, CustomObjectsApi
 
+from asya import typeinfo
+from asya_operator.cr_decoding import decodable
 from asya_operator.deployment import placement_flavor
 from asya_operator.group_objects import GROUP_LABEL, INSTANCE_LABEL, MEMBER_LABEL
 from asya_operator.groups import ActorGroup
@@ -151,9 +152,9 @@ def read_world(api: kubernetes.client.ApiClient, actor: Owner, namespace: str) -
     flavor = None
     if wanted is not None:
         found = _get(custom.get_cluster_custom_object, GROUP, VERSION, FLAVORS_PLURAL, wanted)
-        flavor = None if found is None else msgspec.convert(found, ResourceFlavor)
-    actors = [msgspec.convert(i, AsyncActor) for i in _live(custom, namespace, ACTORS_PLURAL)]
-    groups = [msgspec.convert(i, ActorGroup) for i in _live(custom, namespace, GROUPS_PLURAL)]
+        flavor = None if found is None else typeinfo.convert(found, ResourceFlavor)
+    actors = decodable(_live(custom, namespace, ACTORS_PLURAL), AsyncActor)
+    groups = decodable(_live(custom, namespace, GROUPS_PLURAL), ActorGroup)
     name = actor.metadata["name"]
     deployment = _get(
         custom.get_namespaced_custom_object, "apps", "v1", namespace, "deployments", name
@@ -273,7 +274,7 @@ def read_actor(api: kubernetes.client.ApiClient, namespace: str, name: str) -> A
         ACTORS_PLURAL,
         name,
     )
-    return None if found is None else msgspec.convert(found, AsyncActor)
+    return None if found is None else typeinfo.convert(found, AsyncActor)
 
 
 def read_admission_world(api: kubernetes.client.ApiClient) -> AdmissionWorld:
@@ -289,19 +290,15 @@ def read_admission_world(api: kubernetes.client.ApiClient) -> AdmissionWorld:
             item for item in found.get("items", ()) if not item["metadata"].get("deletionTimestamp")
         ]
 
-    actors = [
-        (str(item["metadata"]["namespace"]), msgspec.convert(item, AsyncActor))
-        for item in listed(ACTORS_PLURAL)
-        if item.get("spec", {}).get("pool")
-    ]
+    pooled = [item for item in listed(ACTORS_PLURAL) if item.get("spec", {}).get("pool")]
+    actors = [(str(a.metadata["namespace"]), a) for a in decodable(pooled, AsyncActor)]
     groups = [
-        (str(item["metadata"]["namespace"]), msgspec.convert(item, ActorGroup))
-        for item in listed(GROUPS_PLURAL)
+        (str(g.metadata["namespace"]), g) for g in decodable(listed(GROUPS_PLURAL), ActorGroup)
     ]
     spaces = {ns for ns, _ in actors} | {ns for ns, _ in groups}
     return AdmissionWorld(
-        pools=[msgspec.convert(item, ResourcePool) for item in listed(POOLS_PLURAL)],
-        cohorts=[msgspec.convert(item, Cohort) for item in listed(COHORTS_PLURAL)],
+        pools=[typeinfo.convert(item, ResourcePool) for item in listed(POOLS_PLURAL)],
+        cohorts=[typeinfo.convert(item, Cohort) for item in listed(COHORTS_PLURAL)],
         actors=actors,
         groups=groups,
         group_pods=_group_pods(listed("statefulsets", "apps", "v1")),
@@ -384,7 +381,7 @@ def read_group(api: kubernetes.client.ApiClient, namespace: str, name: str) -> A
         GROUPS_PLURAL,
         name,
     )
-    return None if found is None else msgspec.convert(found, ActorGroup)
+    return None if found is None else typeinfo.convert(found, ActorGroup)
 
 
 def write_group_status(
@@ -403,7 +400,7 @@ def read_flavors(
     for name in sorted(set(names)):
         body = _get(custom.get_cluster_custom_object, GROUP, VERSION, FLAVORS_PLURAL, name)
         if body is not None:
-            found[name] = msgspec.convert(body, ResourceFlavor)
+            found[name] = typeinfo.convert(body, ResourceFlavor)
     return found
 
 
@@ -419,14 +416,27 @@ def post_event(
     api: kubernetes.client.ApiClient, owner: Owner, *, warning: bool, reason: str, message: str
 ) -> None:
     """A Kubernetes Event about `owner` (`kubectl describe` and `kubectl events` show it)."""
-    meta = owner.metadata
+    body = {"apiVersion": owner.api_version, "kind": owner.kind, "metadata": owner.metadata}
+    post_event_on(api, body, warning=warning, reason=reason, message=message)
+
+
+def post_event_on(
+    api: kubernetes.client.ApiClient,
+    body: Mapping[str, Any],
+    *,
+    warning: bool,
+    reason: str,
+    message: str,
+) -> None:
+    """A Kubernetes Event about the object `body` as stored (one that may not even decode)."""
+    meta = body["metadata"]
     namespace = str(meta.get("namespace") or "default")
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    body = {
+    event = {
         "metadata": {"name": f"{meta['name']}.{secrets.token_hex(8)}", "namespace": namespace},
         "involvedObject": {
-            "apiVersion": owner.api_version,
-            "kind": owner.kind,
+            "apiVersion": body.get("apiVersion"),
+            "kind": body.get("kind"),
             "name": meta["name"],
             "namespace": namespace,
             "uid": meta.get("uid"),
@@ -441,7 +451,7 @@ def post_event(
         "lastTimestamp": now,
         "count": 1,
     }
-    CoreV1Api(api).create_namespaced_event(namespace, body)  # type: ignore[arg-type]
+    CoreV1Api(api).create_namespaced_event(namespace, event)  # type: ignore[arg-type]
 
 
 def _namespace_labels(api: kubernetes.client.ApiClient, name: str) -> dict[str, str]:

@@ -45,15 +45,15 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 import kopf
-import msgspec
 
 from asya.errors import TransportError
 from asya.health import HealthServer
-from asya_operator import actor_sync, cluster, metrics
+from asya_operator import actor_sync, cluster, cr_decoding, metrics
 from asya_operator import group_controller as _group_handlers  # noqa: F401  (registers them)
 from asya_operator.admission_pass import ReadinessClock, post_event, run_pass
 from asya_operator.cluster import ACTORS_PLURAL, COHORTS_PLURAL, POOLS_PLURAL
 from asya_operator.config import OperatorConfig, load_operator_config
+from asya_operator.cr_decoding import StoredSpecError
 from asya_operator.deployment import plan_end_actors
 from asya_operator.metadata import ACTOR_COMPONENT, MANAGED_BY, Owner, actor_name
 from asya_operator.plan import end_actor_owners, plan_actor
@@ -66,7 +66,14 @@ from asya_operator.resources import (
     VERSION,
     AsyncActor,
 )
-from asya_operator.status import Problem, broker_unreachable, newly_degraded, plan_status
+from asya_operator.status import (
+    Problem,
+    Reason,
+    broker_unreachable,
+    newly_degraded,
+    plan_refused_status,
+    plan_status,
+)
 
 __all__ = ["registry"]
 
@@ -143,7 +150,15 @@ def _namespaced(namespace: str | None) -> str:
 
 
 def _decode(body: kopf.Body) -> AsyncActor:
-    return msgspec.convert(dict(body), AsyncActor)
+    return cr_decoding.decode(body, AsyncActor)
+
+
+async def _refuse(body: kopf.Body, namespace: str, error: StoredSpecError) -> None:
+    """Report a stored spec the operator cannot take: Degraded, and a Warning Event."""
+    message = str(error)
+    status = plan_refused_status(message, now=datetime.now(UTC))
+    await actor_sync.write_status(namespace, body["metadata"]["name"], status)
+    await actor_sync.post_event_on(body, reason=str(Reason.INVALID_SPEC), message=message)
 
 
 def _end_actors(
@@ -216,8 +231,15 @@ async def reconcile(
         kopf.TemporaryError: its Secret or flavor is missing, or the broker is unreachable:
             kopf calls this again after `recheck_s`.
     """
+    namespace = _namespaced(namespace)
     async with _counted():
-        await _reconcile(_decode(body), _namespaced(namespace), memo, logger)
+        try:
+            actor = _decode(body)
+        except StoredSpecError as exc:
+            await _refuse(body, namespace, exc)
+            # Tried again when the spec changes (an update), not before: nothing else can fix it.
+            raise kopf.PermanentError(f"{_DEGRADED}, nothing applied: {exc}") from exc
+        await _reconcile(actor, namespace, memo, logger)
 
 
 _DEGRADED: Final = "Degraded"
@@ -342,7 +364,11 @@ async def release(
     """
     config: OperatorConfig = memo["config"]
     namespace = _namespaced(namespace)
-    actor = _decode(body)
+    try:
+        actor = _decode(body)
+    except StoredSpecError as exc:
+        await _release_refused(body, namespace, retry, config, logger, exc)
+        return
     world = await actor_sync.read_world(actor, namespace)
     owners = end_actor_owners(world.owners, leaving=("AsyncActor", name))
     if owners:
@@ -356,6 +382,32 @@ async def release(
         namespace,
         [name],
         keep=actor.spec.keep_queues,
+        attempt=retry,
+        recheck_s=config.recheck_s,
+        logger=logger,
+    )
+
+
+async def _release_refused(
+    body: kopf.Body,
+    namespace: str,
+    retry: int,
+    config: OperatorConfig,
+    logger: kopf.Logger,
+    error: StoredSpecError,
+) -> None:
+    """Delete an actor whose spec never decoded, as far as its stored body tells: nothing was
+    applied for it, so only its queues (which an earlier, valid spec may have declared) go."""
+    logger.warning(f"deleted with a spec the operator refuses: {error}")
+    spec = body.get("spec") or {}
+    broker = spec.get("broker") or {}
+    secret_name = broker.get("secretName", DEFAULT_BROKER_SECRET)
+    secret = await actor_sync.read_secret(namespace, str(secret_name))
+    await release_queues(
+        (secret or {}).get(BROKER_AMQP_URL_KEY),
+        namespace,
+        [body["metadata"]["name"]],
+        keep=spec.get("keepQueues") is True,
         attempt=retry,
         recheck_s=config.recheck_s,
         logger=logger,

@@ -21,8 +21,8 @@ import asyncio
 from typing import Any, Final
 
 import kopf
-import msgspec
 
+from asya import typeinfo
 from asya.errors import TransportError
 from asya_operator import actor_sync, cluster, group_sync
 from asya_operator.admission_pass import run_pass
@@ -50,7 +50,7 @@ def _namespaced(namespace: str | None) -> str:
 
 
 def _decode(body: kopf.Body) -> ActorGroup:
-    return msgspec.convert(dict(body), ActorGroup)
+    return typeinfo.convert(dict(body), ActorGroup)
 
 
 def _read_group(namespace: str, name: str) -> ActorGroup | None:

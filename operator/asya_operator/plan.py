@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from asya import typeinfo
 from asya.envelope import ACTOR_NAME_MAX_LENGTH, ACTOR_NAME_PATTERN
 from asya.errors import AsyaError
 from asya.routing import END_ACTORS
@@ -96,7 +97,7 @@ def _decode(doc: Document) -> _Cr | None:
     if not isinstance(name, str) or not name:
         raise CrError(f"{doc.source}: {kind} without metadata.name: give it a name")
     try:
-        return msgspec.convert(body, _MODELS[kind])
+        return typeinfo.convert(body, _MODELS[kind])
     except msgspec.ValidationError as exc:
         raise CrError(f"{doc.source} ({kind}/{name}): {exc}") from exc
 

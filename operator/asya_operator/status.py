@@ -55,6 +55,7 @@ class Reason(enum.StrEnum):
     NO_POOL = "NoPool"
     NAME_TAKEN = "NameTaken"
     RECONCILING = "Reconciling"
+    INVALID_SPEC = "InvalidSpec"
 
 
 ADMISSION_CONDITIONS = ("QuotaReserved", "Admitted", "Preempted")
@@ -258,6 +259,19 @@ def plan_status(
 def observed_generation(actor: AsyncActor) -> int | None:
     """The generation `actor`'s status says is applied, queues and all (None: none yet)."""
     return None if actor.status is None else actor.status.observed_generation
+
+
+def plan_refused_status(message: str, *, now: datetime) -> dict[str, Any]:
+    """The `status` of an AsyncActor whose stored spec the operator refuses (`message` says
+    what to fix): Degraded, nothing applied, so no observedGeneration."""
+    condition = conditions_at(now, None)
+    return {
+        "conditions": [
+            condition("Ready", Reason.INVALID_SPEC, f"not ready: {message}", is_true=False),
+            condition("Scaling", Reason.INVALID_SPEC, f"held: {message}", is_true=False),
+            condition("Degraded", Reason.INVALID_SPEC, message, is_true=True),
+        ]
+    }
 
 
 def _admission_conditions_kept(actor: AsyncActor) -> list[dict[str, Any]]:

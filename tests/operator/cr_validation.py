@@ -10,42 +10,17 @@ rule's path, typed as the schema types it (a `number` is a CEL double even when 
 
 from __future__ import annotations
 
-import copy
-import functools
 from collections.abc import Iterator
 from typing import Any
 
-import celpy
 import jsonschema
-from celpy import celtypes
+from asya_operator.cr_rules import apply_defaults, cel_violations
 
 
 def openapi_schema(crd: dict[str, Any]) -> dict[str, Any]:
     """The openAPIV3Schema of a CRD's only version."""
     (version,) = crd["spec"]["versions"]
     return version["schema"]["openAPIV3Schema"]
-
-
-def apply_defaults(obj: Any, schema: dict[str, Any]) -> Any:
-    """`obj` with the schema's defaults filled in, top-down (a defaulted `{}` gets its own)."""
-    obj = copy.deepcopy(obj)
-    _default_in_place(obj, schema)
-    return obj
-
-
-def _default_in_place(obj: Any, schema: dict[str, Any]) -> None:
-    if isinstance(obj, dict):
-        for name, sub in schema.get("properties", {}).items():
-            if name not in obj and "default" in sub:
-                obj[name] = copy.deepcopy(sub["default"])
-            if name in obj:
-                _default_in_place(obj[name], sub)
-        if isinstance(schema.get("additionalProperties"), dict):
-            for value in obj.values():
-                _default_in_place(value, schema["additionalProperties"])
-    elif isinstance(obj, list) and "items" in schema:
-        for item in obj:
-            _default_in_place(item, schema["items"])
 
 
 def schema_errors(obj: Any, schema: dict[str, Any]) -> list[str]:
@@ -78,46 +53,6 @@ def unknown_fields(obj: Any, schema: dict[str, Any], path: str = "") -> list[str
     return found
 
 
-@functools.cache
-def _program(rule: str) -> celpy.Runner:
-    env = celpy.Environment()
-    return env.program(env.compile(rule))
-
-
-def compile_rule(rule: str) -> None:
-    """Compile a CEL rule (raises celpy's error on a syntax error)."""
-    _program(rule)
-
-
-def to_cel(value: Any, schema: dict[str, Any]) -> celtypes.Value:
-    """`value` as a CEL value of the type the schema gives it."""
-    if schema.get("x-kubernetes-preserve-unknown-fields") or schema.get(
-        "x-kubernetes-int-or-string"
-    ):
-        return celpy.json_to_cel(value)
-    kind = schema.get("type")
-    if kind == "object":
-        properties = schema.get("properties", {})
-        extra = schema.get("additionalProperties", {})
-        return celtypes.MapType(
-            {
-                celtypes.StringType(key): to_cel(item, properties.get(key, extra))
-                for key, item in value.items()
-            }
-        )
-    if kind == "array":
-        return celtypes.ListType([to_cel(item, schema.get("items", {})) for item in value])
-    if kind == "number":
-        return celtypes.DoubleType(float(value))
-    if kind == "integer":
-        return celtypes.IntType(value)
-    if kind == "boolean":
-        return celtypes.BoolType(value)
-    if kind == "string":
-        return celtypes.StringType(value)
-    return celpy.json_to_cel(value)
-
-
 def rules_with_paths(
     schema: dict[str, Any], path: str = ""
 ) -> Iterator[tuple[str, dict[str, str]]]:
@@ -130,27 +65,6 @@ def rules_with_paths(
         yield from rules_with_paths(schema["items"], f"{path}[*]")
     if isinstance(schema.get("additionalProperties"), dict):
         yield from rules_with_paths(schema["additionalProperties"], f"{path}.*")
-
-
-def cel_violations(obj: Any, schema: dict[str, Any], path: str = "") -> list[str]:
-    """The message of every CEL rule `obj` breaks, each prefixed with the rule's path."""
-    found = []
-    for rule in schema.get("x-kubernetes-validations", []):
-        result = _program(rule["rule"]).evaluate({"self": to_cel(obj, schema)})
-        if not isinstance(result, celtypes.BoolType) or not result:
-            # An evaluation error (a CELEvalError value) rejects the object too.
-            found.append(f"{path or '<root>'}: {rule['message']}")
-    if isinstance(obj, dict):
-        for name, sub in schema.get("properties", {}).items():
-            if name in obj:
-                found += cel_violations(obj[name], sub, f"{path}.{name}".lstrip("."))
-        if isinstance(schema.get("additionalProperties"), dict):
-            for name, value in obj.items():
-                found += cel_violations(value, schema["additionalProperties"], f"{path}.{name}")
-    elif isinstance(obj, list) and "items" in schema:
-        for index, item in enumerate(obj):
-            found += cel_violations(item, schema["items"], f"{path}[{index}]")
-    return found
 
 
 def rejections(obj: dict[str, Any], crd: dict[str, Any]) -> list[str]:

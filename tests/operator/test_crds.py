@@ -7,10 +7,10 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import pytest
+from asya_operator.cr_rules import compile_rule
 from asya_operator.crds import DEFAULT_OUT, REGENERATE, all_crds, crd_files
 
 from tests.operator.cr_validation import (
-    compile_rule,
     openapi_schema,
     rules_with_paths,
     structural_problems,

@@ -101,13 +101,13 @@ async def test_a_failing_call_is_retried_through_the_delay_queue_then_succeeds(
     [final] = await finals.wait_for(1)
     delay_queue = await transport.open_channel()
     declared = await delay_queue.declare_queue(
-        f"{transport.queue_for('flaky')}-retry-50ms", passive=True
+        transport.delay_queue_for("flaky", 50), passive=True
     )
     await delay_queue.close()
 
     assert final.status.phase is Phase.SUCCEEDED
     assert final.payload["attempt"] == 3
-    assert declared.name.endswith("-retry-50ms")
+    assert declared.name.endswith(".retry-50ms")
 
 
 async def test_when_retries_run_out_every_attempt_is_in_the_error_end_record(

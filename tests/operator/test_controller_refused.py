@@ -1,0 +1,91 @@
+"""AsyncActors whose stored spec the operator refuses: each is Degraded alone, with a Warning
+Event naming the field, its neighbours are reconciled as usual, and its deletion completes."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.operator.controller_world import (
+    ACTORS,
+    DEPLOYMENTS,
+    async_actor,
+    condition_of,
+    observed,
+)
+
+
+async def warnings_about(world, name: str) -> list[tuple[str, str]]:
+    return [
+        (e["reason"], e["message"])
+        for e in await world.events()
+        if e["involved_object"]["name"] == name and e["type"] == "Warning"
+    ]
+
+
+@pytest.mark.rabbitmq
+async def test_an_actor_that_does_not_decode_is_degraded_alone_and_its_neighbours_are_applied(
+    world, broker_secret, operator, queues
+):
+    # Given: an actor whose stored spec does not fit the model (the stand-in does not validate)
+    await world.create_actor(async_actor("other", scaling={"maxReplicas": "many"}))
+
+    # When: a good actor is created beside it
+    await world.create_actor(async_actor("text"))
+
+    # Then: the good one is applied, the bad one Degraded, naming the field, in an Event too
+    await world.wait_exists(DEPLOYMENTS, "text")
+    await world.wait_for(ACTORS, "text", lambda o: observed(o) == 1, "text applied")
+    bad = await world.wait_condition("other", "Degraded", "True")
+    degraded = condition_of(bad, "Degraded")
+    assert degraded["reason"] == "InvalidSpec"
+    assert "$.spec.scaling.maxReplicas" in degraded["message"]
+    assert observed(bad) is None
+    assert await world.get(DEPLOYMENTS, "other") is None
+    [(reason, message)] = await warnings_about(world, "other")
+    assert reason == "InvalidSpec"
+    assert "$.spec.scaling.maxReplicas" in message
+
+
+@pytest.mark.rabbitmq
+async def test_an_actor_that_does_not_decode_is_still_deleted(
+    world, broker_secret, operator, queues
+):
+    # Given: a refused actor, behind the operator's finalizer
+    await world.create_actor(async_actor("other", scaling={"maxReplicas": "many"}))
+    await world.wait_condition("other", "Degraded", "True")
+
+    # When
+    await world.delete_actor("other")
+
+    # Then: its finalizer is removed, and it is gone
+    gone = await world.wait_for(ACTORS, "other", lambda o: o is None, "AsyncActor other deleted")
+    assert gone is None
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.parametrize(
+    ("name", "spec", "says"),
+    [
+        (
+            "text",
+            {"scaling": {"minReplicas": 5, "maxReplicas": 2}},
+            "scaling.minReplicas must not be above scaling.maxReplicas",
+        ),
+        ("text", {"handler": "text.normalize"}, "spec.handler must look like module:attr"),
+        ("t" * 80, {}, "metadata.name is the actor's name: at most 53 characters"),
+    ],
+    ids=["min-above-max", "handler-without-colon", "name-of-80-characters"],
+)
+async def test_a_stored_spec_its_crd_would_refuse_is_degraded_and_nothing_is_applied(
+    world, broker_secret, operator, queues, name, spec, says
+):
+    # When: an actor the CRD would refuse today is stored (the stand-in does not validate)
+    await world.create_actor(async_actor(name, **spec))
+
+    # Then: it is Degraded, saying what to fix, and nothing is applied for it
+    refused = await world.wait_condition(name, "Degraded", "True")
+    degraded = condition_of(refused, "Degraded")
+    assert degraded["reason"] == "InvalidSpec"
+    assert says in degraded["message"]
+    assert observed(refused) is None
+    assert await world.get(DEPLOYMENTS, name) is None
