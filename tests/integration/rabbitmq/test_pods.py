@@ -100,9 +100,7 @@ async def test_a_failing_call_is_retried_through_the_delay_queue_then_succeeds(
     await Client(transport).send(["flaky"], {"succeed_at": 3})
     [final] = await finals.wait_for(1)
     delay_queue = await transport.open_channel()
-    declared = await delay_queue.declare_queue(
-        transport.delay_queue_for("flaky", 50), passive=True
-    )
+    declared = await delay_queue.declare_queue(transport.delay_queue_for("flaky", 50), passive=True)
     await delay_queue.close()
 
     assert final.status.phase is Phase.SUCCEEDED
