@@ -16,9 +16,10 @@ from typing import Any
 from asya_operator import cluster
 from asya_operator.cluster import World
 from asya_operator.config import OperatorConfig
-from asya_operator.metadata import Owner
+from asya_operator.metadata import Owner, actor_name
 from asya_operator.plan import plan_actor
 from asya_operator.resources import AsyncActor
+from asya_operator.scaling import running_replicas
 from asya_operator.status import (
     Problem,
     find_problems,
@@ -47,6 +48,38 @@ def _apply(bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 async def apply(bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Apply `bodies` in order; the stored objects."""
     return await asyncio.to_thread(_apply, bodies)
+
+
+async def apply_between_passes(
+    actor: AsyncActor, namespace: str, bodies: Sequence[dict[str, Any]], passes: asyncio.Lock
+) -> list[dict[str, Any]]:
+    """Apply an actor's planned objects (its Deployment first). With a pool, between admission
+    passes (`passes`) and with the replicas its status admits now: a pass may have shrunk it
+    since `bodies` were planned, and the quota it gave up may already run elsewhere."""
+    if actor.spec.pool is None:
+        return await apply(bodies)
+    async with passes:
+        current = await read_actor(namespace, actor_name(actor))
+        if current is None:
+            return await apply(bodies)
+        deployment, *others = bodies
+        # Being deleted, it is in no pass: the quota its status still shows is another's.
+        leaving = current.metadata.get("deletionTimestamp") is not None
+        replicas = 0 if leaving else running_replicas(current)
+        return await apply(
+            [{**deployment, "spec": {**deployment["spec"], "replicas": replicas}}, *others]
+        )
+
+
+def _scale_down(namespace: str, name: str, replicas: int) -> None:
+    with cluster.api_client() as api:
+        cluster.scale_down_deployment(api, namespace, name, replicas)
+
+
+async def scale_down(namespace: str, name: str, replicas: int) -> None:
+    """Scale the actor's Deployment down to `replicas` if it runs more; returns once the API
+    server has stored it. Only the replicas change: the rest is its reconcile's to apply."""
+    await asyncio.to_thread(_scale_down, namespace, name, replicas)
 
 
 def _write_status(namespace: str, name: str, status: dict[str, Any]) -> None:

@@ -4,15 +4,17 @@ The controller runs a pass whenever something admission depends on changes (a po
 a pooled actor, a group, a group's pods' readiness) and when a gang's readiness deadline or
 requeue time comes (`ReadinessClock`). Passes run one at a time (`memo["admission"]`): each
 reads the whole state and writes what it decides. A pass:
-1. reads the world (`cluster.read_admission_world`);
+1. reads the world (`cluster.read_admission_world`), and which pooled actors and groups are
+   being deleted (`cluster.read_leaving`);
 2. moves each group's instances on (`gangs.before_pass`: readiness timeouts, requeues);
 3. asks the engine (`admission.admit`) for every pooled actor's replicas and every pooled
    group's pending instances, and records its decisions (`gangs.after_pass`);
 4. writes each pool's status;
-5. carries the decisions out, shrinking first: an actor losing replicas and an instance losing
-   its quota are scaled away before anything grows, so what runs never exceeds the quota (a
-   preempted pod drains: its sidecar gives its envelopes back to the queue); for each change
-   an Event is posted (an admission, a preemption, an eviction), then the status written;
+5. carries the decisions out, shrinking first: an actor or group being deleted, an actor losing
+   replicas (the one whose reconcile runs the pass too) and an instance losing its quota are
+   scaled away before anything grows, so what runs never exceeds the quota (a preempted pod
+   drains: its sidecar gives its envelopes back to the queue); for each change an Event is
+   posted (an admission, a preemption, an eviction), then the status written;
 6. sets the clock to the next readiness deadline or requeue time.
 """
 
@@ -55,11 +57,12 @@ async def run_pass(
     refresh: Key | None = None,
 ) -> None:
     """One admission pass (see the module docstring). `skip` is an AsyncActor whose objects
-    the caller applies next itself (its own reconcile); `refresh` an ActorGroup whose objects
-    are applied even if what it runs is unchanged (its spec changed)."""
+    the caller applies next itself (its own reconcile: a shrink of its Deployment is still
+    written here, before anything grows); `refresh` an ActorGroup whose objects are applied
+    even if what it runs is unchanged (its spec changed)."""
     async with memo["admission"]:
         config: OperatorConfig = memo["config"]
-        world = await asyncio.to_thread(_read_admission_world)
+        world, leaving = await asyncio.to_thread(_read_admission_world)
         now = time.time()
         ready = {
             (ns, g.metadata["name"]): _ready_instances(
@@ -83,7 +86,9 @@ async def run_pass(
         metrics.ADMISSION_PASSES.inc()
         await _write_pool_statuses(world, pooled, pooled_groups, decided)
         groups = {(ns, g.metadata["name"]): g for ns, g in world.groups}
-        # Shrinking first: a preemptor's pods never start before its victim's are scaled away.
+        # Shrinking first: a preemptor's pods never start before its victim's are scaled away,
+        # nor a deleted actor's or group's quota taken before its pods are.
+        await _stop_leaving(leaving)
         for key, group in groups.items():
             running = set(gangs.holding(states[key]))
             pods = world.group_pods.get(key, [])
@@ -100,9 +105,19 @@ async def run_pass(
         memo["clock"].wake_at(_next_deadline(groups, states))
 
 
-def _read_admission_world() -> AdmissionWorld:
+def _read_admission_world() -> tuple[AdmissionWorld, list[tuple[str, str, str]]]:
     with cluster.api_client() as api:
-        return cluster.read_admission_world(api)
+        return cluster.read_admission_world(api), cluster.read_leaving(api)
+
+
+async def _stop_leaving(leaving: Sequence[tuple[str, str, str]]) -> None:
+    """Stop the pods of each actor and group being deleted: they are in no pass, so the quota
+    they hold is free for others (their own delete handlers do the rest)."""
+    for kind, namespace, name in leaving:
+        if kind == "AsyncActor":
+            await actor_sync.scale_down(namespace, name, 0)
+        else:
+            await group_sync.delete_group_objects(namespace, name)
 
 
 def _gk(namespace: str, group: ActorGroup) -> tuple[str, str, str]:
@@ -216,6 +231,11 @@ async def _carry_out_actors(
         logger.info(f"admission: {key[0]}/{key[1]}: {words}")
         await _actor_event(actor, admission, words)  # first: whoever sees the status finds it
         await actor_sync.write_status(namespace, key[1], status)
+        if admission.admitted < admitted_replicas(actor):
+            # Scaled down here and now, the caller's own actor and a Degraded one too: the
+            # quota it gives up may be another's next, whose Deployment grows below.
+            running = min(desired_replicas(actor), admission.admitted)
+            await actor_sync.scale_down(namespace, key[1], running)
         if key != skip:
             await actor_sync.reapply(namespace, key[1], config)
     metrics.record_pending(waiting)

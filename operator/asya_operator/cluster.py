@@ -306,6 +306,20 @@ def read_admission_world(api: kubernetes.client.ApiClient) -> AdmissionWorld:
     )
 
 
+def read_leaving(api: kubernetes.client.ApiClient) -> list[tuple[str, str, str]]:
+    """(kind, namespace, name) of every AsyncActor and ActorGroup with a pool being deleted:
+    out of every pass, though their pods run until their objects go."""
+    custom = CustomObjectsApi(api)
+    leaving = []
+    for kind, plural in (("AsyncActor", ACTORS_PLURAL), ("ActorGroup", GROUPS_PLURAL)):
+        found: dict[str, Any] = custom.list_cluster_custom_object(GROUP, VERSION, plural)  # type: ignore[assignment]
+        for item in found.get("items", ()):
+            meta = item["metadata"]
+            if meta.get("deletionTimestamp") and item.get("spec", {}).get("pool"):
+                leaving.append((kind, str(meta["namespace"]), str(meta["name"])))
+    return leaving
+
+
 def _ours(item: dict[str, Any]) -> bool:
     # Label selectors are applied here too: the tests' stand-in API server ignores them.
     labels = item["metadata"].get("labels") or {}
@@ -369,6 +383,20 @@ def delete_object(api: kubernetes.client.ApiClient, kind: str, namespace: str, n
     except ApiException as exc:
         if exc.status != 404:
             raise
+
+
+def scale_down_deployment(
+    api: kubernetes.client.ApiClient, namespace: str, name: str, replicas: int
+) -> None:
+    """Set a Deployment's `spec.replicas` to `replicas` if it has more (gone: nothing to do);
+    returns once the API server has stored it."""
+    custom = CustomObjectsApi(api)
+    where = ("apps", "v1", namespace, _PLURALS["Deployment"], name)
+    found = _get(custom.get_namespaced_custom_object, *where)
+    if found is None or int(found.get("spec", {}).get("replicas") or 0) <= replicas:
+        return
+    patch = {"spec": {"replicas": replicas}}
+    custom.patch_namespaced_custom_object(*where, patch, _content_type=_MERGE)
 
 
 def read_group(api: kubernetes.client.ApiClient, namespace: str, name: str) -> ActorGroup | None:

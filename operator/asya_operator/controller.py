@@ -265,7 +265,8 @@ async def _reconcile(actor: AsyncActor, namespace: str, memo: Any, logger: kopf.
     owners = end_actor_owners(world.owners, current=actor)
     bodies = plan_actor(actor, namespace, world.flavor, config)
     bodies += _end_actors(namespace, owners, config, logger)
-    deployment, *_others = await actor_sync.apply(bodies)
+    passes = memo["admission"]
+    deployment, *_others = await actor_sync.apply_between_passes(actor, namespace, bodies, passes)
     assert world.secret is not None  # find_problems checked it and its keys
     try:
         await declare_actor_queues(world.secret[BROKER_AMQP_URL_KEY], namespace, actor_name(actor))

@@ -141,8 +141,7 @@ async def release_group(
     namespace = _namespaced(namespace)
     group = _decode(body)
     await run_pass(memo, logger)  # a group being deleted is in no pass: its quota is free
-    objects = await asyncio.to_thread(_group_objects, namespace, name)
-    await group_sync.delete_objects(namespace, [(kind, obj) for kind, obj, _i in objects])
+    await group_sync.delete_group_objects(namespace, name)
     world = await actor_sync.read_world(group, namespace)
     owners = end_actor_owners(world.owners, leaving=("ActorGroup", name))
     if owners:
@@ -156,8 +155,3 @@ async def release_group(
         recheck_s=config.recheck_s,
         logger=logger,
     )
-
-
-def _group_objects(namespace: str, name: str) -> list[tuple[str, str, int]]:
-    with cluster.api_client() as api:
-        return cluster.read_group_objects(api, namespace, name)

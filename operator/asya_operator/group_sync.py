@@ -1,12 +1,13 @@
 """One ActorGroup's objects and status, brought in line with what the admission pass decided for
 its instances: the controller's I/O for it.
 
-`stop_instances_but` scales away every instance that no longer runs (its StatefulSets and
-Service deleted: the pods stop gracefully, their sidecars give in-flight envelopes back to the
-queue); `sync` applies the running instances' objects when what runs changed (or when asked:
-the group's spec changed) and writes the status when it says something new. A group that lacks
-something (its Secret, a flavor, a member name taken by an AsyncActor) is `Degraded` and gets
-no objects; its status says what to fix. No decision is made here.
+`stop_instances_but` scales away every instance that no longer runs, `delete_group_objects`
+every instance of a group being deleted (its StatefulSets and Service deleted: the pods stop
+gracefully, their sidecars give in-flight envelopes back to the queue); `sync` applies the
+running instances' objects when what runs changed (or when asked: the group's spec changed)
+and writes the status when it says something new. A group that lacks something (its Secret, a
+flavor, a member name taken by an AsyncActor) is `Degraded` and gets no objects; its status
+says what to fix. No decision is made here.
 """
 
 from __future__ import annotations
@@ -40,6 +41,17 @@ async def stop_instances_but(
     doomed = [("StatefulSet", p.name) for p in pods if p.instance not in running]
     doomed += [("Service", service_name(name, i)) for i in stopped]
     await delete_objects(namespace, doomed)
+
+
+async def delete_group_objects(namespace: str, name: str) -> None:
+    """Delete every StatefulSet and Service the operator made for the group `namespace/name`."""
+
+    def listed() -> list[tuple[str, str, int]]:
+        with cluster.api_client() as api:
+            return cluster.read_group_objects(api, namespace, name)
+
+    objects = await asyncio.to_thread(listed)
+    await delete_objects(namespace, [(kind, obj) for kind, obj, _instance in objects])
 
 
 async def delete_objects(namespace: str, objects: Collection[tuple[str, str]]) -> None:

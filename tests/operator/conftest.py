@@ -11,6 +11,8 @@ Fixtures:
 - `run_operator`: `await run_operator(registry)` starts `kopf.operator()` on that registry
   against the cluster, as a task of the test's loop; the fixture cancels it at the end (a
   graceful stop costs ~5 s a test: kopf waits for "hung" tasks, the cluster's among them).
+- `quota_watch`: the quota invariant (`quota_watch.QuotaWatch`) sampled at every Deployment
+  and StatefulSet write; the test fails if any write left a cohort above its quota.
 - `kubelet` and `keda`: the test-only controllers of the cluster stand-in (`standin_kubelet`,
   `standin_keda`): Deployments run as local processes, ScaledObjects scale on queue depth.
 """
@@ -37,6 +39,7 @@ from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
 from tests.operator.controller_world import ACTORS, SIDECAR_IMAGE, World
 from tests.operator.emulator import Cluster, register_crd
 from tests.operator.plan_builders import KEDA_CRD_FILES, SCHEMAS
+from tests.operator.quota_watch import QuotaWatch
 from tests.operator.standin_keda import Keda
 from tests.operator.standin_kubelet import Kubelet
 
@@ -101,6 +104,15 @@ def _kubeconfig(server: str) -> dict[str, object]:
         "contexts": [{"name": "stand-in", "context": {"cluster": "stand-in", "user": "stand-in"}}],
         "current-context": "stand-in",
     }
+
+
+@pytest.fixture
+def quota_watch(cluster) -> Iterator[QuotaWatch]:
+    """Every write of a Deployment or StatefulSet checked against the pools' quotas."""
+    watch = QuotaWatch(cluster)
+    yield watch
+    seen = "\n".join(watch.violations)
+    assert not watch.violations, f"above quota, of {watch.samples} writes sampled:\n{seen}"
 
 
 @pytest.fixture

@@ -17,6 +17,9 @@ ever runs). `Cluster` adds what kopf relies on, each point found necessary by re
 5. A request is forgotten once served: kmock matches each request by scanning all it has
    recorded, which makes a long test quadratic.
 
+For the tests' own checks, `after_write(resource, callback)` calls `callback` after every write
+of a resource, in the same step as the write: it sees the store exactly as that write left it.
+
 It reaches into kmock's internals (`_objects`, `_buses`, `_lock`), hence `kmock==0.8` pinned
 and `test_emulator.py`'s canary of these semantics. Still missing, as in kmock: validation,
 defaulting, server-side apply, strategic merge, `/status` isolation, selectors, garbage
@@ -56,6 +59,9 @@ class Cluster(kmock.KubernetesEmulator):
     _writing: asyncio.Lock = attrs.field(factory=asyncio.Lock, init=False)
     _watched: collections.defaultdict[kmock.resource, asyncio.Event] = attrs.field(
         factory=lambda: collections.defaultdict(asyncio.Event), init=False
+    )
+    _after_write: collections.defaultdict[kmock.resource, list[Callable[[], None]]] = attrs.field(
+        factory=lambda: collections.defaultdict(list), init=False
     )
 
     def __attrs_post_init__(self) -> None:
@@ -98,6 +104,20 @@ class Cluster(kmock.KubernetesEmulator):
         """The object as stored now (None: absent); for a condition that looks at others."""
         return self._body(kmock.resource(resource), namespace, name)
 
+    def stored(self, resource: str) -> list[dict[str, Any]]:
+        """Every object of `resource` as stored now, in every namespace."""
+        key = kmock.resource(resource)
+        return [
+            obj.raw
+            for (kind, _ns, _name), obj in self._objects.items()
+            if kind == key and not obj.deleted
+        ]
+
+    def after_write(self, resource: str, callback: Callable[[], None]) -> None:
+        """Call `callback` after each create, patch or delete of `resource`, before any other
+        write (it may read the store through `current` and `stored`)."""
+        self._after_write[kmock.resource(resource)].append(callback)
+
     def _next_version(self) -> str:
         self._last_version += 1
         return str(self._last_version)
@@ -123,6 +143,8 @@ class Cluster(kmock.KubernetesEmulator):
             elif request.action == enums.action.DELETE:
                 await self._mark_deleting(request)
             response = await super()._handle(request)
+            for callback in self._after_write.get(request.resource, ()):
+                callback()
         if request.action == enums.action.CREATE and response.status == 200:
             # As a real server: the official client reads a create's body only from a 201.
             response.set_status(201)

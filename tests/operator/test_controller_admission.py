@@ -19,9 +19,10 @@ from tests.operator.controller_world import (
     WAIT_S,
     async_actor,
     condition_of,
+    observed,
 )
 
-pytestmark = pytest.mark.rabbitmq
+pytestmark = [pytest.mark.rabbitmq, pytest.mark.usefixtures("quota_watch")]
 
 POOLS = f"{GROUP}/{VERSION}/resourcepools"
 
@@ -37,11 +38,11 @@ def gpu_actor(name: str, *, replicas: int, priority: int = 0, pool: str = "team-
     )
 
 
-def pool_body(gpus: int, **spec: Any) -> dict[str, Any]:
+def pool_body(gpus: int, *, name: str = "team-a", **spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "ResourcePool",
-        "metadata": {"name": "team-a"},
+        "metadata": {"name": name},
         "spec": {
             "quotas": [
                 {"flavor": "gpu", "resources": [{"name": "nvidia.com/gpu", "nominal": gpus}]}
@@ -134,6 +135,37 @@ async def test_a_higher_priority_actor_preempts_a_lower_ones_replicas_and_gives_
 
     await admitted_become(world, "text", 2)
     await replicas_become(world, "text", 2)
+
+
+async def test_an_actor_scaled_to_zero_gives_back_its_borrowed_gpus_before_the_waiting_one_grows(
+    world, broker_secret, operator, queues, quota, quota_watch
+):
+    # Two pools of 2 GPUs in one cohort: text runs 4, two of them borrowed from team-b, and
+    # other, in team-b, waits for them (no reclaim: it waits until text lets them go).
+    create, _patch = quota
+    await create("resourcepools", pool_body(2, cohort="gpus"))
+    await create("resourcepools", pool_body(2, name="team-b", cohort="gpus"))
+    await world.create_actor(gpu_actor("text", replicas=4))
+    await replicas_become(world, "text", 4)
+    await world.create_actor(gpu_actor("other", replicas=2, pool="team-b"))
+    await world.wait_condition("other", "Admitted", "False")
+    await world.wait_for(ACTORS, "other", lambda a: observed(a) == 1, "other reconciled")
+
+    await world.patch_actor("text", {"spec": {"replicas": 0}})
+
+    await replicas_become(world, "other", 2)
+    await replicas_become(world, "text", 0)
+
+    # And back: text wants 4 again and gets its own 2; other goes to zero, text takes the rest.
+    await world.patch_actor("text", {"spec": {"replicas": 4}})
+    await admitted_become(world, "text", 2)
+    await replicas_become(world, "text", 2)
+    await world.patch_actor("other", {"spec": {"replicas": 0}})
+
+    await replicas_become(world, "text", 4)
+    await replicas_become(world, "other", 0)
+    # Never more than 4 GPUs of Deployments: each shrink was written before the grow it freed.
+    assert quota_watch.violations == []
 
 
 async def test_an_actor_naming_a_missing_pool_runs_nothing_and_says_why(

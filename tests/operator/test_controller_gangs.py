@@ -22,7 +22,7 @@ from tests.operator.controller_world import (
     condition_of,
 )
 
-pytestmark = pytest.mark.rabbitmq
+pytestmark = [pytest.mark.rabbitmq, pytest.mark.usefixtures("quota_watch")]
 
 
 def gpu_pool(gpus: int, **spec: Any) -> dict[str, Any]:

@@ -44,6 +44,9 @@ from tests.operator.test_standin import (
     wait_for,
 )
 
+# Whatever runs, at every write of a Deployment or StatefulSet, fits the quota.
+pytestmark = pytest.mark.usefixtures("quota_watch")
+
 HANDLERS = """
 import os
 import time

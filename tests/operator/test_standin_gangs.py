@@ -27,6 +27,9 @@ from asya.transport.records import RecordKind
 from tests.operator.controller_world import GROUPS, STATEFULSETS, condition_of
 from tests.operator.test_standin import WAIT_S, create_broker_secret, wait_for
 
+# Whatever runs, at every write of a Deployment or StatefulSet, fits the quota.
+pytestmark = pytest.mark.usefixtures("quota_watch")
+
 HANDLERS = """
 import os
 import time
