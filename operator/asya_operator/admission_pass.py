@@ -4,8 +4,8 @@ The controller runs a pass whenever something admission depends on changes (a po
 a pooled actor, a group, a group's pods' readiness) and when a gang's readiness deadline or
 requeue time comes (`ReadinessClock`). Passes run one at a time (`memo["admission"]`): each
 reads the whole state and writes what it decides. A pass:
-1. reads the world (`cluster.read_admission_world`), and which pooled actors and groups are
-   being deleted (`cluster.read_leaving`);
+1. reads the world (`cluster.read_admission_world`), which pooled actors and groups are being
+   deleted among it;
 2. moves each group's instances on (`gangs.before_pass`: readiness timeouts, requeues);
 3. asks the engine (`admission.admit`) for every pooled actor's replicas and every pooled
    group's pending instances, and records its decisions (`gangs.after_pass`);
@@ -62,7 +62,7 @@ async def run_pass(
     even if what it runs is unchanged (its spec changed)."""
     async with memo["admission"]:
         config: OperatorConfig = memo["config"]
-        world, leaving = await asyncio.to_thread(_read_admission_world)
+        world = await asyncio.to_thread(_read_admission_world)
         now = time.time()
         ready = {
             (ns, g.metadata["name"]): _ready_instances(
@@ -88,7 +88,7 @@ async def run_pass(
         groups = {(ns, g.metadata["name"]): g for ns, g in world.groups}
         # Shrinking first: a preemptor's pods never start before its victim's are scaled away,
         # nor a deleted actor's or group's quota taken before its pods are.
-        await _stop_leaving(leaving)
+        await _stop_leaving(world.leaving)
         for key, group in groups.items():
             running = set(gangs.holding(states[key]))
             pods = world.group_pods.get(key, [])
@@ -105,9 +105,9 @@ async def run_pass(
         memo["clock"].wake_at(_next_deadline(groups, states))
 
 
-def _read_admission_world() -> tuple[AdmissionWorld, list[tuple[str, str, str]]]:
+def _read_admission_world() -> AdmissionWorld:
     with cluster.api_client() as api:
-        return cluster.read_admission_world(api), cluster.read_leaving(api)
+        return cluster.read_admission_world(api)
 
 
 async def _stop_leaving(leaving: Sequence[tuple[str, str, str]]) -> None:

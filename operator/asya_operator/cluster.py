@@ -102,6 +102,9 @@ class AdmissionWorld:
     """(namespace, group) -> the StatefulSets the operator made for it."""
     namespace_labels: dict[str, dict[str, str]]
     """The labels of those actors' and groups' namespaces ({} for one that cannot be read)."""
+    leaving: list[tuple[str, str, str]]
+    """(kind, namespace, name) of every AsyncActor and ActorGroup with a pool being deleted:
+    out of every pass, though their pods run until their objects go."""
 
 
 def load_client_config() -> None:
@@ -173,9 +176,7 @@ def _live(custom: CustomObjectsApi, namespace: str, plural: str) -> list[dict[st
     listed: dict[str, Any] = custom.list_namespaced_custom_object(  # type: ignore[assignment]
         GROUP, VERSION, namespace, plural
     )
-    return [
-        i for i in listed.get("items", ()) if not i.get("metadata", {}).get("deletionTimestamp")
-    ]
+    return [i for i in listed.get("items", ()) if not _is_leaving(i)]
 
 
 def apply_object(api: kubernetes.client.ApiClient, body: dict[str, Any]) -> dict[str, Any]:
@@ -282,18 +283,25 @@ def read_admission_world(api: kubernetes.client.ApiClient) -> AdmissionWorld:
     its StatefulSets), cluster-wide."""
     custom = CustomObjectsApi(api)
 
-    def listed(plural: str, group: str = GROUP, version: str = VERSION) -> list[dict[str, Any]]:
+    def everything(plural: str, group: str = GROUP, version: str = VERSION) -> list[dict[str, Any]]:
         found: dict[str, Any] = custom.list_cluster_custom_object(  # type: ignore[assignment]
             group, version, plural
         )
-        return [
-            item for item in found.get("items", ()) if not item["metadata"].get("deletionTimestamp")
-        ]
+        return list(found.get("items", ()))
 
-    pooled = [item for item in listed(ACTORS_PLURAL) if item.get("spec", {}).get("pool")]
+    def listed(plural: str, group: str = GROUP, version: str = VERSION) -> list[dict[str, Any]]:
+        return [i for i in everything(plural, group, version) if not _is_leaving(i)]
+
+    all_actors, all_groups = everything(ACTORS_PLURAL), everything(GROUPS_PLURAL)
+    pooled = [item for item in all_actors if _has_pool(item) and not _is_leaving(item)]
     actors = [(str(a.metadata["namespace"]), a) for a in decodable(pooled, AsyncActor)]
-    groups = [
-        (str(g.metadata["namespace"]), g) for g in decodable(listed(GROUPS_PLURAL), ActorGroup)
+    live_groups = [item for item in all_groups if not _is_leaving(item)]
+    groups = [(str(g.metadata["namespace"]), g) for g in decodable(live_groups, ActorGroup)]
+    leaving = [
+        (kind, str(item["metadata"]["namespace"]), str(item["metadata"]["name"]))
+        for kind, items in (("AsyncActor", all_actors), ("ActorGroup", all_groups))
+        for item in items
+        if _is_leaving(item) and _has_pool(item)
     ]
     spaces = {ns for ns, _ in actors} | {ns for ns, _ in groups}
     return AdmissionWorld(
@@ -303,21 +311,16 @@ def read_admission_world(api: kubernetes.client.ApiClient) -> AdmissionWorld:
         groups=groups,
         group_pods=_group_pods(listed("statefulsets", "apps", "v1")),
         namespace_labels={ns: _namespace_labels(api, ns) for ns in spaces},
+        leaving=leaving,
     )
 
 
-def read_leaving(api: kubernetes.client.ApiClient) -> list[tuple[str, str, str]]:
-    """(kind, namespace, name) of every AsyncActor and ActorGroup with a pool being deleted:
-    out of every pass, though their pods run until their objects go."""
-    custom = CustomObjectsApi(api)
-    leaving = []
-    for kind, plural in (("AsyncActor", ACTORS_PLURAL), ("ActorGroup", GROUPS_PLURAL)):
-        found: dict[str, Any] = custom.list_cluster_custom_object(GROUP, VERSION, plural)  # type: ignore[assignment]
-        for item in found.get("items", ()):
-            meta = item["metadata"]
-            if meta.get("deletionTimestamp") and item.get("spec", {}).get("pool"):
-                leaving.append((kind, str(meta["namespace"]), str(meta["name"])))
-    return leaving
+def _is_leaving(item: dict[str, Any]) -> bool:
+    return bool(item.get("metadata", {}).get("deletionTimestamp"))
+
+
+def _has_pool(item: dict[str, Any]) -> bool:
+    return bool(item.get("spec", {}).get("pool"))
 
 
 def _ours(item: dict[str, Any]) -> bool:
