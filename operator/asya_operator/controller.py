@@ -39,7 +39,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -324,8 +324,13 @@ async def actors_by_secret(
     *, namespace: str | None, name: str, spec: kopf.Spec, **_: Any
 ) -> dict[tuple[str | None, str], str]:
     """Which actors use which broker Secret: (namespace, Secret name) -> the actors' names."""
+    return {(namespace, _secret_name(spec)): name}
+
+
+def _secret_name(spec: Mapping[str, Any]) -> str:
+    """The broker Secret a stored spec names, read raw: for specs that may not decode."""
     broker = spec.get("broker") or {}
-    return {(namespace, str(broker.get("secretName", DEFAULT_BROKER_SECRET))): name}
+    return str(broker.get("secretName", DEFAULT_BROKER_SECRET))
 
 
 def _users(namespace: str | None, name: str, indices: dict[str, Any]) -> list[str]:
@@ -401,9 +406,7 @@ async def _release_refused(
     applied for it, so only its queues (which an earlier, valid spec may have declared) go."""
     logger.warning(f"deleted with a spec the operator refuses: {error}")
     spec = body.get("spec") or {}
-    broker = spec.get("broker") or {}
-    secret_name = broker.get("secretName", DEFAULT_BROKER_SECRET)
-    secret = await actor_sync.read_secret(namespace, str(secret_name))
+    secret = await actor_sync.read_secret(namespace, _secret_name(spec))
     await release_queues(
         (secret or {}).get(BROKER_AMQP_URL_KEY),
         namespace,
