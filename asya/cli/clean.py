@@ -20,14 +20,13 @@ from asya import event_loop
 from asya.cli.options import (
     EXIT_FAILURES,
     EXIT_OK,
-    EXIT_USAGE,
-    app_actors,
+    add_namespace_queues,
     broker_transport,
-    namespace,
-    route,
+    confirmed,
+    namespace_queues,
 )
 from asya.local.report import aligned
-from asya.settings import Settings, env_var
+from asya.settings import Settings
 from asya.status import without_credentials
 
 if TYPE_CHECKING:
@@ -53,27 +52,12 @@ def add_parser(commands: Subparsers) -> None:
             " be reached."
         ),
     )
-    clean.add_argument(
-        "app", nargs="?", metavar="APP", help="a folder, a .py file or a module name"
+    add_namespace_queues(
+        clean,
+        actors="actors whose queues to delete too (ones since removed from APP), or without APP",
+        namespace_help="the namespace to delete (required: deleting is never implied by a default)",
+        yes="delete without asking (for scripts)",
     )
-    clean.add_argument(
-        "--actors",
-        type=route,
-        metavar="A,B",
-        help="actors whose queues to delete too (ones since removed from APP), or without APP",
-    )
-    clean.add_argument(
-        "--namespace",
-        required=True,
-        type=namespace,
-        help="the namespace to delete (required: deleting is never implied by a default)",
-    )
-    clean.add_argument(
-        "--broker",
-        metavar="URL",
-        help=f"AMQP URL of RabbitMQ (default: {env_var('broker_url')})",
-    )
-    clean.add_argument("--yes", action="store_true", help="delete without asking (for scripts)")
     clean.set_defaults(run=run)
 
 
@@ -93,18 +77,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """`asya clean`; see the parser's description.
 
     Raises:
-        SettingsError: the RabbitMQ extra is missing.
+        SettingsError: no broker or no actor is named, or the RabbitMQ extra is missing.
         ActorDefinitionError: APP cannot be imported.
         TransportError: the broker cannot be reached or refused a read or a delete.
     """
-    url = args.broker or settings.transport.url
-    if url is None:
-        print(f"asya: pass --broker URL (or set {env_var('broker_url')})", file=sys.stderr)
-        return EXIT_USAGE
-    actors = app_actors(args.app, args.actors)
-    if not actors:
-        print("asya: pass APP, or --actors a,b: the actors whose queues to delete", file=sys.stderr)
-        return EXIT_USAGE
+    url, actors = namespace_queues(args, settings, "delete")
     loop = settings.process.event_loop
     plan = event_loop.run(_read(url, args.namespace, actors, settings), loop)
     _show(plan, f"namespace '{args.namespace}' on {without_credentials(url)}", sys.stdout)
@@ -119,7 +96,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILURES
-    if not args.yes and not _confirmed(plan.to_delete, sys.stdin):
+    messages = sum(q.messages for q in plan.to_delete)
+    question = (
+        f"delete these {len(plan.to_delete)} queue(s) and the {messages} message(s) they hold?"
+    )
+    if not args.yes and not confirmed(question, sys.stdin):
         print("asya: nothing deleted", file=sys.stderr)
         return EXIT_FAILURES
     names = [q.name for q in plan.to_delete]
@@ -183,14 +164,3 @@ def _show(plan: Plan, origin: str, out: IO[str]) -> None:
 
 def _consumed(queues: Sequence[QueueState]) -> str:
     return ", ".join(f"{q.name} ({q.consumers})" for q in queues)
-
-
-def _confirmed(queues: Sequence[QueueState], answers: IO[str]) -> bool:
-    messages = sum(q.messages for q in queues)
-    print(
-        f"delete these {len(queues)} queue(s) and the {messages} message(s) they hold? [y/N] ",
-        end="",
-        file=sys.stderr,
-        flush=True,
-    )
-    return answers.readline().strip().lower() in ("y", "yes")

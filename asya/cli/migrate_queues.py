@@ -27,16 +27,15 @@ from asya import event_loop
 from asya.cli.options import (
     EXIT_FAILURES,
     EXIT_OK,
-    EXIT_USAGE,
-    app_actors,
+    add_namespace_queues,
     broker_transport,
-    namespace,
-    route,
+    confirmed,
+    namespace_queues,
 )
 from asya.local.report import aligned
 from asya.queue_names import legacy_delay_queue_name, legacy_queue_name, legacy_readings
 from asya.routing import END_ACTORS
-from asya.settings import Settings, env_var
+from asya.settings import Settings
 from asya.status import without_credentials
 from asya.transport.base import parking_queue_name
 
@@ -63,21 +62,12 @@ def add_parser(commands: Subparsers) -> None:
             " reached."
         ),
     )
-    migrate.add_argument(
-        "app", nargs="?", metavar="APP", help="a folder, a .py file or a module name"
+    add_namespace_queues(
+        migrate,
+        actors="actors whose old queues to move too",
+        namespace_help="the namespace to migrate",
+        yes="move without asking (for scripts)",
     )
-    migrate.add_argument(
-        "--actors", type=route, metavar="A,B", help="actors whose old queues to move too"
-    )
-    migrate.add_argument(
-        "--namespace", required=True, type=namespace, help="the namespace to migrate"
-    )
-    migrate.add_argument(
-        "--broker",
-        metavar="URL",
-        help=f"AMQP URL of RabbitMQ (default: {env_var('broker_url')})",
-    )
-    migrate.add_argument("--yes", action="store_true", help="move without asking (for scripts)")
     migrate.set_defaults(run=run)
 
 
@@ -95,18 +85,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """`asya migrate-queues`; see the parser's description.
 
     Raises:
-        SettingsError: the RabbitMQ extra is missing.
+        SettingsError: no broker or no actor is named, or the RabbitMQ extra is missing.
         ActorDefinitionError: APP cannot be imported.
         TransportError: the broker cannot be reached, or refused a read, a move or a delete.
     """
-    url = args.broker or settings.transport.url
-    if url is None:
-        print(f"asya: pass --broker URL (or set {env_var('broker_url')})", file=sys.stderr)
-        return EXIT_USAGE
-    actors = app_actors(args.app, args.actors)
-    if not actors:
-        print("asya: pass APP, or --actors a,b: the actors whose queues to move", file=sys.stderr)
-        return EXIT_USAGE
+    url, actors = namespace_queues(args, settings, "move")
     loop = settings.process.event_loop
     transport = broker_transport(url, args.namespace, settings, name="asya-migrate-queues")
     found = event_loop.run(_read(transport, args.namespace, actors | END_ACTORS), loop)
@@ -125,7 +108,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILURES
-    if not args.yes and not _confirmed(movable, sys.stdin):
+    messages = sum(q.state.messages for q in movable)
+    question = (
+        f"move the {messages} message(s) of these {len(movable)} old queue(s) and delete them?"
+    )
+    if not args.yes and not confirmed(question, sys.stdin):
         print("asya: nothing moved", file=sys.stderr)
         return EXIT_FAILURES
     transport = broker_transport(url, args.namespace, settings, name="asya-migrate-queues")
@@ -222,14 +209,3 @@ def _show(found: Sequence[OldQueue], origin: str, out: IO[str]) -> None:
                 " this broker: what it holds cannot be told apart by name (move it by hand)\n"
             )
     out.flush()
-
-
-def _confirmed(old: Sequence[OldQueue], answers: IO[str]) -> bool:
-    messages = sum(q.state.messages for q in old)
-    print(
-        f"move the {messages} message(s) of these {len(old)} old queue(s) and delete them? [y/N] ",
-        end="",
-        file=sys.stderr,
-        flush=True,
-    )
-    return answers.readline().strip().lower() in ("y", "yes")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import secrets
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, TypeAlias, TypeVar
 
 import msgspec
@@ -13,7 +14,7 @@ from asya import typeinfo
 from asya.envelope import Envelope, Limits
 from asya.errors import SettingsError
 from asya.local.discovery import load_app
-from asya.settings import Settings, TransportSettings
+from asya.settings import Settings, TransportSettings, env_var
 
 EXIT_OK = 0
 EXIT_FAILURES = 1
@@ -156,12 +157,49 @@ def namespace(text: str) -> str:
     return text
 
 
-def app_actors(app: str | None, actors: Sequence[str] | None) -> set[str]:
-    """The actors of APP (when given) and of `--actors`.
+def add_namespace_queues(
+    parser: argparse.ArgumentParser, *, actors: str, namespace_help: str, yes: str
+) -> None:
+    """APP, --actors, --namespace (required), --broker and --yes: the arguments of a command
+    that changes a namespace's queues on the broker (`asya clean`, `asya migrate-queues`)."""
+    parser.add_argument(
+        "app", nargs="?", metavar="APP", help="a folder, a .py file or a module name"
+    )
+    parser.add_argument("--actors", type=route, metavar="A,B", help=actors)
+    parser.add_argument("--namespace", required=True, type=namespace, help=namespace_help)
+    parser.add_argument(
+        "--broker", metavar="URL", help=f"AMQP URL of RabbitMQ (default: {env_var('broker_url')})"
+    )
+    parser.add_argument("--yes", action="store_true", help=yes)
+
+
+def namespace_queues(
+    args: argparse.Namespace, settings: Settings, verb: str
+) -> tuple[str, set[str]]:
+    """The broker URL and the actors (APP's and `--actors`) of `add_namespace_queues`'s
+    arguments; `verb` says what the command does to their queues.
 
     Raises:
+        SettingsError: no broker is named, or no actor.
         ActorDefinitionError: APP cannot be imported.
     """
-    named = {spec.name for spec in load_app(app).specs} if app else set()
-    named.update(actors or ())
-    return named
+    url = args.broker or settings.transport.url
+    if url is None:
+        raise SettingsError(
+            f"pass --broker URL (or set {env_var('broker_url')})", variable="--broker", value=None
+        )
+    named = {spec.name for spec in load_app(args.app).specs} if args.app else set()
+    named.update(args.actors or ())
+    if not named:
+        raise SettingsError(
+            f"pass APP, or --actors a,b: the actors whose queues to {verb}",
+            variable="--actors",
+            value=None,
+        )
+    return url, named
+
+
+def confirmed(question: str, answers: IO[str]) -> bool:
+    """Ask `question` (y/N) on stderr; whether `answers` says yes."""
+    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
+    return answers.readline().strip().lower() in ("y", "yes")
