@@ -17,6 +17,23 @@ ROOT = Path(__file__).resolve().parents[3]
 QUICKSTART = ROOT / "examples" / "quickstart"
 
 
+async def run_asya(*args: str, answer: str = "", timeout_s: float = 180) -> tuple[int, str, str]:
+    """`python -m asya.cli ARGS` to its end, `answer` on its stdin: (exit code, stdout, stderr)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "asya.cli",
+        *args,
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(answer.encode()), timeout_s)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
 async def start_asya(
     *args: str, stdout: int = subprocess.PIPE, env: dict[str, str] | None = None
 ) -> asyncio.subprocess.Process:

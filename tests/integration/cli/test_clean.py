@@ -3,11 +3,7 @@ those, and never one a consumer is attached to."""
 
 from __future__ import annotations
 
-import asyncio
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -15,26 +11,12 @@ from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
 from asya.transport.rabbitmq_namespace import NamespaceQueues
 from asya.transport.records import RecordKind
-from tests.integration.cli.processes import QUICKSTART, ROOT
+from tests.integration.cli.processes import QUICKSTART, ROOT, run_asya
 
 
 async def asya_clean(*args: str, answer: str = "") -> tuple[int, str, str]:
     """`asya clean ARGS`, answering `answer` on stdin."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "asya.cli",
-        "clean",
-        *args,
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ},
-    )
-    out, err = await asyncio.wait_for(process.communicate(answer.encode()), 120)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
+    return await run_asya("clean", *args, answer=answer, timeout_s=120)
 
 
 async def served(url: str, namespace: str, *actors: str) -> list[str]:

@@ -4,11 +4,6 @@ consumer still reads."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import subprocess
-import sys
-
 import aio_pika
 import pytest
 
@@ -17,26 +12,12 @@ from asya.queue_names import legacy_delay_queue_name, legacy_queue_name
 from asya.routing import ERROR_END
 from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
 from asya.transport.rabbitmq_namespace import NamespaceQueues
-from tests.integration.cli.processes import ROOT
+from tests.integration.cli.processes import run_asya
 
 
 async def asya_migrate(*args: str, answer: str = "") -> tuple[int, str, str]:
     """`asya migrate-queues ARGS`, answering `answer` on stdin."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "asya.cli",
-        "migrate-queues",
-        *args,
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ},
-    )
-    out, err = await asyncio.wait_for(process.communicate(answer.encode()), 120)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
+    return await run_asya("migrate-queues", *args, answer=answer, timeout_s=120)
 
 
 async def old_version(url: str, queues: dict[str, list[bytes]]) -> None:

@@ -3,25 +3,7 @@ actor, read from the broker's queues (the management API, which CI's broker runs
 
 from __future__ import annotations
 
-import asyncio
-import subprocess
-import sys
-
-from tests.integration.cli.processes import ROOT
-
-
-async def asya(*args: str, timeout_s: float) -> tuple[int | None, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "asya.cli",
-        *args,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), timeout_s)
-    return process.returncode, out.decode(), err.decode()
+from tests.integration.cli.processes import run_asya
 
 
 async def test_send_to_a_misspelt_actor_on_a_broker_guesses_the_closest_of_the_namespace(
@@ -31,7 +13,7 @@ async def test_send_to_a_misspelt_actor_on_a_broker_guesses_the_closest_of_the_n
         actor_names.add(name)
         await transport.declare(name)
 
-    code, out, err = await asya(
+    code, out, err = await run_asya(
         "send",
         "--broker",
         amqp_url,

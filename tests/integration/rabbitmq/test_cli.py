@@ -10,28 +10,12 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
-QUICKSTART = ROOT / "examples" / "quickstart"
-
-
-async def asya(*args: str, timeout_s: float = 180) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "asya.cli",
-        *args,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), timeout_s)
-    return process.returncode, out.decode(), err.decode()
+from tests.integration.cli.processes import QUICKSTART, ROOT, run_asya
 
 
 async def test_dev_on_a_broker_gives_the_same_finals_as_in_memory(amqp_url):
-    code, out, err = await asya(
+    code, out, err = await run_asya(
         "dev",
         str(QUICKSTART),
         "--input",
@@ -48,7 +32,7 @@ async def test_dev_on_a_broker_gives_the_same_finals_as_in_memory(amqp_url):
 
 
 async def test_dev_isolated_runs_real_pods_and_every_failure_path_ends_in_error_end(amqp_url):
-    code, out, err = await asya(
+    code, out, err = await run_asya(
         "dev",
         str(QUICKSTART),
         "--input",
@@ -119,7 +103,7 @@ async def test_send_on_a_broker_publishes_and_with_wait_prints_the_final(
     handlers = "from asya import actor\n@actor\ndef upper(doc):\n    return doc.upper()\n"
     await pods(handlers, "upper")
 
-    code, out, err = await asya(
+    code, out, err = await run_asya(
         "send",
         "--broker",
         amqp_url,
@@ -132,7 +116,7 @@ async def test_send_on_a_broker_publishes_and_with_wait_prints_the_final(
         "--wait",
         timeout_s=60,
     )
-    sent_code, sent_out, _ = await asya(
+    sent_code, sent_out, _ = await run_asya(
         "send",
         "--broker",
         amqp_url,
@@ -152,7 +136,7 @@ async def test_send_on_a_broker_publishes_and_with_wait_prints_the_final(
 
 
 async def test_send_to_an_actor_without_a_queue_fails_loudly(amqp_url, namespace):
-    code, _, err = await asya(
+    code, _, err = await run_asya(
         "send",
         "--broker",
         amqp_url,
