@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import random
 import signal
@@ -240,17 +241,19 @@ async def _run(
         if not args.quiet:
             print(line, file=sys.stderr, flush=True)
 
+    run = functools.partial(
+        run_dev,
+        app,
+        lines,
+        emit=emit,
+        progress=progress,
+        clock=clock,
+        rng=rng,
+        options=options,
+        on_input=on_input,
+    )
     if not args.broker:
-        return await run_dev(
-            app,
-            lines,
-            emit=emit,
-            progress=progress,
-            clock=clock,
-            rng=rng,
-            options=options,
-            on_input=on_input,
-        )
+        return await run()
     namespace = args.namespace or fresh_namespace()
     transport = broker_transport(args.broker, namespace, settings, name="asya-dev")
     connected = False
@@ -265,18 +268,7 @@ async def _run(
                 mesh = _isolated(
                     app, transport, args.broker, namespace, Path(workdir), options.mesh, clock, rng
                 )
-            return await run_dev(
-                app,
-                lines,
-                emit=emit,
-                progress=progress,
-                clock=clock,
-                rng=rng,
-                options=options,
-                transport=transport,
-                mesh=mesh,
-                on_input=on_input,
-            )
+            return await run(transport=transport, mesh=mesh)
     finally:
         try:
             if connected and not args.namespace:  # a fresh namespace leaves nothing behind
