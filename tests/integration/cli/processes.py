@@ -12,6 +12,7 @@ from pathlib import Path
 from asya.errors import UnknownActorError
 from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
+from asya.transport.rabbitmq_namespace import NamespaceQueues
 
 ROOT = Path(__file__).resolve().parents[3]
 QUICKSTART = ROOT / "examples" / "quickstart"
@@ -108,6 +109,16 @@ def namespace_of(stderr: str) -> str:
     match = re.search(r"asya: namespace '([^']+)'", stderr)
     assert match, stderr
     return match.group(1)
+
+
+async def existing_queues(url: str, names: list[str]) -> list[str]:
+    """Those of the queues `names` that exist on the broker, in the order given."""
+    async with RabbitMQTransport(url, RabbitMQOptions(connection_name="test-queues")) as opened:
+        queues = NamespaceQueues(opened)
+        try:
+            return [state.name for state in await queues.states(names)]
+        finally:
+            await queues.aclose()
 
 
 async def queues_left(url: str, namespace: str, actors: list[str]) -> list[str]:

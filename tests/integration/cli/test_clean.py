@@ -9,9 +9,8 @@ import pytest
 
 from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
-from asya.transport.rabbitmq_namespace import NamespaceQueues
 from asya.transport.records import RecordKind
-from tests.integration.cli.processes import QUICKSTART, ROOT, run_asya
+from tests.integration.cli.processes import QUICKSTART, ROOT, existing_queues, run_asya
 
 
 async def asya_clean(*args: str, answer: str = "") -> tuple[int, str, str]:
@@ -37,15 +36,6 @@ async def served(url: str, namespace: str, *actors: str) -> list[str]:
             transport.parking_queue,
             *(transport.records.stream(kind) for kind in RecordKind),
         ]
-
-
-async def existing(url: str, names: list[str]) -> list[str]:
-    async with RabbitMQTransport(url, RabbitMQOptions(connection_name="test-clean")) as opened:
-        queues = NamespaceQueues(opened)
-        try:
-            return [state.name for state in await queues.states(names)]
-        finally:
-            await queues.aclose()
 
 
 @pytest.fixture
@@ -77,7 +67,7 @@ async def test_clean_lists_then_deletes_every_queue_and_stream_of_the_namespace(
         (name, "1" if name.startswith(f"asya.{cleaned}.x") else "0", "0") for name in names
     )
     assert f"asya: deleted {len(names)} queue(s)" in err
-    assert await existing(amqp_url, names) == []
+    assert await existing_queues(amqp_url, names) == []
 
 
 async def test_clean_refuses_while_a_consumer_is_attached_naming_it_and_deletes_nothing(
@@ -96,7 +86,7 @@ async def test_clean_refuses_while_a_consumer_is_attached_naming_it_and_deletes_
     assert code == 1
     assert f"consumers are attached to asya.{cleaned}.x (1)" in err
     assert "nothing deleted" in err
-    assert await existing(amqp_url, names) == names
+    assert await existing_queues(amqp_url, names) == names
 
 
 async def test_clean_asks_first_and_deletes_nothing_unless_told_yes(amqp_url, cleaned):
@@ -108,7 +98,7 @@ async def test_clean_asks_first_and_deletes_nothing_unless_told_yes(amqp_url, cl
 
     assert code == 1
     assert "delete these 8 queue(s) and the 2 message(s) they hold? [y/N]" in err
-    assert await existing(amqp_url, names) == names
+    assert await existing_queues(amqp_url, names) == names
 
 
 async def test_clean_leaves_every_queue_of_a_namespace_its_name_prefixes(
@@ -122,7 +112,7 @@ async def test_clean_leaves_every_queue_of_a_namespace_its_name_prefixes(
     )
 
     assert code == 0, err
-    assert await existing(amqp_url, others) == others
+    assert await existing_queues(amqp_url, others) == others
 
 
 async def test_the_pair_that_once_shared_a_queue_name_is_cleaned_apart(
@@ -139,8 +129,8 @@ async def test_the_pair_that_once_shared_a_queue_name_is_cleaned_apart(
     assert code == 0, err
     assert f"asya.{cleaned}.a-x " in out
     assert f"asya.{other_namespace}.x " not in out
-    assert await existing(amqp_url, others) == others
-    assert await existing(amqp_url, mine) == []
+    assert await existing_queues(amqp_url, others) == others
+    assert await existing_queues(amqp_url, mine) == []
 
 
 async def test_the_documented_clean_command_deletes_the_quickstart_queues(amqp_url, cleaned):
@@ -155,4 +145,4 @@ async def test_the_documented_clean_command_deletes_the_quickstart_queues(amqp_u
 
     assert code == 0, err
     assert str(QUICKSTART).endswith(args[0])
-    assert await existing(amqp_url, names) == []
+    assert await existing_queues(amqp_url, names) == []

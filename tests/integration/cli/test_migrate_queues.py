@@ -12,7 +12,7 @@ from asya.queue_names import legacy_delay_queue_name, legacy_queue_name
 from asya.routing import ERROR_END
 from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
 from asya.transport.rabbitmq_namespace import NamespaceQueues
-from tests.integration.cli.processes import run_asya
+from tests.integration.cli.processes import existing_queues, run_asya
 
 
 async def asya_migrate(*args: str, answer: str = "") -> tuple[int, str, str]:
@@ -42,15 +42,6 @@ async def drained(url: str, queue: str) -> list[bytes]:
             bodies.append(message.body)
             await message.ack()
     return bodies
-
-
-async def existing(url: str, names: list[str]) -> list[str]:
-    async with RabbitMQTransport(url, RabbitMQOptions(connection_name="test-migrate")) as opened:
-        queues = NamespaceQueues(opened)
-        try:
-            return [state.name for state in await queues.states(names)]
-        finally:
-            await queues.aclose()
 
 
 @pytest.fixture
@@ -83,7 +74,7 @@ async def test_every_message_of_the_old_queues_reaches_the_new_queue_once(amqp_u
     assert f"{delay}  " in out
     assert sorted(await drained(amqp_url, f"asya.{migrated}.x")) == sorted(sent[old] + sent[delay])
     assert sorted(await drained(amqp_url, f"asya.{migrated}.error-end")) == sorted(sent[errors])
-    assert await existing(amqp_url, list(sent)) == []
+    assert await existing_queues(amqp_url, list(sent)) == []
 
 
 async def holding(message: aio_pika.abc.AbstractIncomingMessage) -> None:
