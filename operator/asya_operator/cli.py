@@ -3,12 +3,13 @@
 `asya-operator plan FILE.yaml...` reads asya's CRs from the files (multi-document YAML), and
 prints as YAML every object the operator would create for them: a platform engineer's dry run,
 with no cluster. When the files hold ResourcePools, it then prints, as YAML comments, the
-admission what-if for them (`asya_operator.scenario`). Exits 2 with one line naming the file
+admission what-if for them (`asya_operator.plans.whatif`). Exits 2 with one line naming the file
 and what is wrong when a CR is bad.
 
-`asya-operator run [--namespace NS] [--verbose]` runs the controller (`asya_operator.controller`)
-with kopf until interrupted: in a pod with its service account, elsewhere with the kubeconfig
-(`KUBECONFIG`, or `~/.kube/config`). Its settings come from `ASYA_OPERATOR_*` variables.
+`asya-operator run [--namespace NS] [--verbose]` runs the controller
+(`asya_operator.handlers`) with kopf until interrupted: in a pod with its service account,
+elsewhere with the kubeconfig (`KUBECONFIG`, or `~/.kube/config`). Its settings come from
+`ASYA_OPERATOR_*` variables.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ import yaml
 from asya.admission.scheduler import simulate
 from asya.errors import SettingsError
 from asya.settings import ProcessSettings, load_settings
+from asya_operator.api.metadata import PLACEHOLDER_NAMESPACE
 from asya_operator.config import DEFAULT_SIDECAR_IMAGE, OperatorConfig, load_operator_config
-from asya_operator.metadata import PLACEHOLDER_NAMESPACE
-from asya_operator.plan import CrError, Crs, Document, PlannedObject, plan_objects, read_crs
-from asya_operator.scenario import decisions, render_decisions, snapshot_of
+from asya_operator.plans.files import CrError, Crs, Document, PlannedObject, plan_objects, read_crs
+from asya_operator.plans.whatif import decisions, render_decisions, snapshot_of
 
 _PLAN_HELP = (
     "Print, as YAML, every object the operator would create for the AsyncActors and"
@@ -86,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     # Imported here: `plan` needs no kopf machinery, and the handlers register on import.
-    from asya_operator.controller import registry
+    from asya_operator.handlers.actors import registry
 
     try:
         process = load_settings(os.environ).process

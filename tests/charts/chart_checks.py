@@ -15,7 +15,7 @@ from typing import Any, Final
 import helm_python as helm
 import kubernetes_validate
 import yaml
-from asya_operator.crds import all_crds
+from asya_operator.api.crds import all_crds
 
 from tests.operator.cr_validation import rejections, schema_errors
 from tests.operator.plan_builders import KEDA_CRD_FILES, keda_schema

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 import yaml
 from asya_operator.config import OperatorConfig, load_operator_config, operator_env_var
-from asya_operator.deployment import plan_deployment
+from asya_operator.plans.actor_objects import plan_deployment
 
 from tests.charts.chart_checks import (
     OPERATOR_CHART,
@@ -113,7 +113,7 @@ def rules(objects: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
     }
 
 
-# What the controller's handlers and kopf itself call (asya_operator.cluster, .controller).
+# What the controller's handlers and kopf itself call (asya_operator.kube, .controller).
 NEEDED = {("asya.sh", "asyncactors", verb) for verb in ("get", "list", "watch", "patch")} | {
     ("asya.sh", "asyncactors/status", "patch"),
     ("asya.sh", "resourceflavors", "get"),

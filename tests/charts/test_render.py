@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 from asya_operator import cli as operator_cli
-from asya_operator.crds import async_actor_crd
+from asya_operator.api.crds import async_actor_crd
 
 from asya.actor import ActorOptions
 from asya.cli import main as asya_main

@@ -1,8 +1,9 @@
-"""The charts' values.schema.json files are the generated ones (`asya_operator.chart_schema`)."""
+"""The charts' values.schema.json files are the generated ones
+(`asya_operator.api.chart_schema`)."""
 
 from __future__ import annotations
 
-from asya_operator.chart_schema import REGENERATE, actor_entry_schema, schema_files
+from asya_operator.api.chart_schema import REGENERATE, actor_entry_schema, schema_files
 
 from tests.charts.chart_checks import CHARTS
 

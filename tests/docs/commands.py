@@ -27,8 +27,8 @@ from typing import Any
 
 import helm_python as helm
 import yaml
-from asya_operator.crds import all_crds
-from asya_operator.groups import REACTIVATE_ANNOTATION
+from asya_operator.api.crds import all_crds
+from asya_operator.api.group import REACTIVATE_ANNOTATION
 
 from asya.cli import _parser as asya_parser
 from asya.gpu import read_inventory

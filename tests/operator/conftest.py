@@ -29,8 +29,8 @@ import kopf
 import kubernetes
 import pytest
 import yaml
-from asya_operator.controller import registry
-from asya_operator.resources import GROUP, VERSION
+from asya_operator.api.actor import GROUP, VERSION
+from asya_operator.handlers.actors import registry
 from kmock._internal.apps import Server
 from kubernetes.client import CustomObjectsApi
 

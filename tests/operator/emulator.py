@@ -41,7 +41,7 @@ import aiohttp.web
 import attrs
 import jsonpatch
 import kmock
-from asya_operator.crds import all_crds
+from asya_operator.api.crds import all_crds
 from kmock._internal import enums, k8s, rendering
 from typing_extensions import override
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 import yaml
-from asya_operator.resources import AsyncActor, ResourceFlavor
+from asya_operator.api.actor import AsyncActor, ResourceFlavor
 
 from tests.operator.cr_validation import openapi_schema
 

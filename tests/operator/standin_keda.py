@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
-from asya_operator.crds import all_crds
+from asya_operator.api.crds import all_crds
 
 from asya.actor import ActorOptions
 from asya.local.autoscale import ScaleState, next_scale

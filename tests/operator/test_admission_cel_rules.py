@@ -4,7 +4,7 @@ that says what to fix, and accepts one that keeps it; the schema refuses malform
 from __future__ import annotations
 
 import pytest
-from asya_operator.crds import all_crds
+from asya_operator.api.crds import all_crds
 
 from tests.operator.admission_crs import COHORT, GROUP, POOL, changed, member
 from tests.operator.cr_validation import openapi_schema, rejections, rules_with_paths

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from asya_operator.crds import actor_group_crd, resource_pool_crd
-from asya_operator.groups import ActorGroup, ActorGroupSpec, desired_instances
-from asya_operator.pools import ResourcePoolSpec
+from asya_operator.api.crds import actor_group_crd, resource_pool_crd
+from asya_operator.api.group import ActorGroup, ActorGroupSpec, desired_instances
+from asya_operator.api.pool import ResourcePoolSpec
 
 from asya.actor import ActorOptions
 from asya.admission.model import Pool, Preemption

@@ -8,12 +8,12 @@ from pathlib import Path
 import msgspec
 import pytest
 import yaml
-from asya_operator.crds import all_crds
-from asya_operator.groups import ActorGroup
-from asya_operator.plan import Document, read_crs
-from asya_operator.pools import Cohort, ResourcePool
-from asya_operator.resources import AsyncActor, ResourceFlavor
-from asya_operator.scenario import decisions, snapshot_of
+from asya_operator.api.actor import AsyncActor, ResourceFlavor
+from asya_operator.api.crds import all_crds
+from asya_operator.api.group import ActorGroup
+from asya_operator.api.pool import Cohort, ResourcePool
+from asya_operator.plans.files import Document, read_crs
+from asya_operator.plans.whatif import decisions, snapshot_of
 
 from asya.admission.scheduler import simulate
 from tests.operator.cr_validation import openapi_schema, rejections, unknown_fields

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from asya_operator.admission import ActorAdmission, PooledActor
-from asya_operator.admission import admit as admit_all
-from asya_operator.pools import Cohort, ResourcePool
-from asya_operator.resources import ActorResources
+from asya_operator.api.actor import ActorResources
+from asya_operator.api.pool import Cohort, ResourcePool
+from asya_operator.plans.workloads import ActorAdmission, PooledActor
+from asya_operator.plans.workloads import admit as admit_all
 
 
 def pool(

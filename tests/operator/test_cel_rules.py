@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 import pytest
-from asya_operator.crds import all_crds
+from asya_operator.api.crds import all_crds
 
 from asya.envelope import ACTOR_NAME_MAX_LENGTH
 from tests.operator.cr_validation import openapi_schema, rejections, rules_with_paths

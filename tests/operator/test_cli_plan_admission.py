@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from asya_operator.cli import main, render
 from asya_operator.config import OperatorConfig
-from asya_operator.plan import Document, plan_objects, read_crs
+from asya_operator.plans.files import Document, plan_objects, read_crs
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "operator"
 POOL = """\

@@ -1,4 +1,4 @@
-"""The controller (`asya_operator.controller`) run by kopf against the stand-in cluster.
+"""The controller (`asya_operator.handlers.actors`) run by kopf against the stand-in cluster.
 
 Each test creates CRs and Secrets with the official client, and waits (bounded) for what the
 operator makes. The broker is real: queues are declared and deleted in the test's own

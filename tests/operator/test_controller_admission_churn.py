@@ -19,10 +19,10 @@ from typing import Any
 
 import msgspec
 import pytest
-from asya_operator.admission import PooledActor, admit
-from asya_operator.pools import ResourcePool
-from asya_operator.resources import AsyncActor
-from asya_operator.scaling import admitted_replicas, desired_replicas
+from asya_operator.api.actor import AsyncActor
+from asya_operator.api.pool import ResourcePool
+from asya_operator.plans.scaling import admitted_replicas, desired_replicas
+from asya_operator.plans.workloads import PooledActor, admit
 
 from tests.operator.controller_world import ACTORS, DEPLOYMENTS, WAIT_S
 from tests.operator.quota_watch import POOLS

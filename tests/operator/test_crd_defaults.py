@@ -6,8 +6,8 @@ from typing import Any
 
 import msgspec
 import pytest
-from asya_operator.crds import async_actor_crd
-from asya_operator.resources import AsyncActorSpec
+from asya_operator.api.actor import AsyncActorSpec
+from asya_operator.api.crds import async_actor_crd
 
 from asya.actor import ActorOptions
 from asya.retry import RetryPolicy

@@ -7,8 +7,8 @@ from pathlib import Path
 import msgspec
 import pytest
 import yaml
-from asya_operator.crds import all_crds
-from asya_operator.resources import AsyncActor, ResourceFlavor
+from asya_operator.api.actor import AsyncActor, ResourceFlavor
+from asya_operator.api.crds import all_crds
 
 from asya.handler import load_handler
 from tests.operator.cr_validation import openapi_schema, rejections, unknown_fields

@@ -1,14 +1,14 @@
-"""A gang instance from pass to pass (`asya_operator.gangs`): admitted whole, ready, preempted
-and queued again, evicted for not becoming ready and backing off, requeued, deactivated and
-reactivated. Time is an argument: every deadline is exact."""
+"""A gang instance from pass to pass (`asya_operator.plans.instances`): admitted whole, ready,
+preempted and queued again, evicted for not becoming ready and backing off, requeued,
+deactivated and reactivated. Time is an argument: every deadline is exact."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import msgspec
-from asya_operator.admission import InstanceAdmission
-from asya_operator.gangs import (
+from asya_operator.api.group import ActorGroup, InstanceStatus
+from asya_operator.plans.instances import (
     Happened,
     after_pass,
     before_pass,
@@ -17,7 +17,7 @@ from asya_operator.gangs import (
     stamp,
     unpooled,
 )
-from asya_operator.groups import ActorGroup, InstanceStatus
+from asya_operator.plans.workloads import InstanceAdmission
 
 from asya.admission.readiness import GangPhase
 from tests.operator.admission_crs import GROUP, changed

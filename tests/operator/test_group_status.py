@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import msgspec
-from asya_operator.group_status import find_group_problems, plan_group_status
-from asya_operator.groups import ActorGroup, InstanceStatus, MemberAdmission
+from asya_operator.api.group import ActorGroup, InstanceStatus, MemberAdmission
+from asya_operator.plans.group_status import find_group_problems, plan_group_status
 
 from asya.admission.readiness import GangPhase
 from tests.operator.admission_crs import GROUP, changed

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from asya_operator.config import OperatorConfig
-from asya_operator.deployment import plan_deployment
+from asya_operator.plans.actor_objects import plan_deployment
 
 from asya.actor import build_spec
 from asya.overrides import apply_overrides, parse_overrides

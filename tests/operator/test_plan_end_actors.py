@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from asya_operator.config import OperatorConfig
-from asya_operator.deployment import plan_end_actors
+from asya_operator.plans.actor_objects import plan_end_actors
 
 from tests.operator.plan_builders import async_actor
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import kubernetes_validate
 import msgspec
 import pytest
+from asya_operator.api.group import ActorGroup
 from asya_operator.config import OperatorConfig
-from asya_operator.group_objects import plan_group
-from asya_operator.groups import ActorGroup
+from asya_operator.plans.group_objects import plan_group
 
 from asya.gang import membership
 from tests.operator.admission_crs import GROUP, changed, member

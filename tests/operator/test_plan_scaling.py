@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from asya_operator.scaling import plan_scaled_object, plan_trigger_authentication
+from asya_operator.plans.scaling import plan_scaled_object, plan_trigger_authentication
 
 from tests.operator.plan_builders import async_actor
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from asya_operator.status import (
+from asya_operator.plans.actor_status import (
     Problem,
     Reason,
     broker_unreachable,

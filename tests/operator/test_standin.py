@@ -1,6 +1,6 @@
 """The cluster stand-in on the real broker: an AsyncActor scales 0 -> N -> 0 with real processes.
 
-The headline test is the last one: the real controller (`asya_operator.controller`)
+The headline test is the last one: the real controller (`asya_operator.handlers.actors`)
 against the emulator, the stand-in kubelet running every Deployment it applies (the actor's and
 the end actors') as processes, the stand-in KEDA scaling the AsyncActor; the test creates only
 the user's objects (the broker Secret and the AsyncActor) and reads the finals back from the
@@ -27,10 +27,7 @@ from typing import Any
 import kubernetes
 import msgspec
 import pytest
-from asya_operator.config import OperatorConfig
-from asya_operator.controller import registry
-from asya_operator.deployment import plan_deployment, plan_end_actors
-from asya_operator.resources import (
+from asya_operator.api.actor import (
     BROKER_AMQP_URL_KEY,
     BROKER_MANAGEMENT_URL_KEY,
     DEFAULT_BROKER_SECRET,
@@ -38,7 +35,10 @@ from asya_operator.resources import (
     VERSION,
     AsyncActor,
 )
-from asya_operator.scaling import plan_scaled_object, plan_trigger_authentication
+from asya_operator.config import OperatorConfig
+from asya_operator.handlers.actors import registry
+from asya_operator.plans.actor_objects import plan_deployment, plan_end_actors
+from asya_operator.plans.scaling import plan_scaled_object, plan_trigger_authentication
 
 from asya import Client
 from asya.envelope import END_LIMITS, Phase, decode_envelope

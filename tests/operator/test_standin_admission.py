@@ -29,8 +29,8 @@ from typing import Any
 
 import kubernetes
 import pytest
-from asya_operator.controller import registry
-from asya_operator.resources import GROUP, VERSION
+from asya_operator.api.actor import GROUP, VERSION
+from asya_operator.handlers.actors import registry
 
 from asya import Client
 from asya.envelope import END_LIMITS, decode_envelope

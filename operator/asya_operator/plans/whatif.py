@@ -27,18 +27,18 @@ import yaml
 from asya.admission.model import Scenario, load_scenario
 from asya.admission.scheduler import SimulationResult
 from asya.errors import AdmissionError
-from asya_operator.groups import GroupMember, desired_instances, known_instances
-from asya_operator.groups import held as held_quota
-from asya_operator.metadata import actor_name
-from asya_operator.plan import CrError, Crs
-from asya_operator.pools import (
+from asya_operator.api.actor import ActorResources
+from asya_operator.api.group import GroupMember, desired_instances, known_instances
+from asya_operator.api.group import held as held_quota
+from asya_operator.api.metadata import actor_name
+from asya_operator.api.pool import (
     Cohort,
     FlavorQuotas,
     NamespaceSelector,
     ResourcePool,
     ResourceQuota,
 )
-from asya_operator.resources import ActorResources
+from asya_operator.plans.files import CrError, Crs
 
 NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
 """The label the API server gives every namespace: its name."""

@@ -1,4 +1,4 @@
-"""The CRDs of asya's custom resources, built from the typed model in `asya_operator.resources`.
+"""The CRDs of asya's custom resources, built from the typed model in `asya_operator.api.actor`.
 
 `msgspec.json.schema` gives JSON Schema for the model; `structural_schema` turns it into what
 the API server accepts (a structural OpenAPI v3 schema: every `$ref` inlined, a `type` on every
@@ -6,7 +6,7 @@ node, optional fields as plain properties, Kubernetes quantities as int-or-strin
 objects marked to keep their fields) and attaches each Struct's CEL rules
 (`VALIDATIONS`) as `x-kubernetes-validations`.
 
-`python -m asya_operator.crds [DIR]` writes one YAML file per CRD (default:
+`python -m asya_operator.api.crds [DIR]` writes one YAML file per CRD (default:
 `charts/asya-operator/crds/`); a test fails when the committed files differ from these.
 """
 
@@ -23,34 +23,7 @@ from typing import Any, Final
 import msgspec
 import yaml
 
-from asya_operator.groups import (
-    ActorGroup,
-    ActorGroupSpec,
-    ActorGroupStatus,
-    GroupCondition,
-    GroupMember,
-    InstanceStatus,
-    MemberAdmission,
-    MemberTemplate,
-    Requeuing,
-)
-from asya_operator.pools import (
-    BorrowPolicyOverCohort,
-    Cohort,
-    CohortSpec,
-    CohortStatus,
-    FlavorQuotas,
-    FlavorUsage,
-    LabelSelectorRequirement,
-    NamespaceSelector,
-    PoolPreemption,
-    ResourcePool,
-    ResourcePoolSpec,
-    ResourcePoolStatus,
-    ResourceQuota,
-    ResourceUsage,
-)
-from asya_operator.resources import (
+from asya_operator.api.actor import (
     GROUP,
     VERSION,
     ActorBatch,
@@ -69,11 +42,38 @@ from asya_operator.resources import (
     Toleration,
     Validation,
 )
+from asya_operator.api.group import (
+    ActorGroup,
+    ActorGroupSpec,
+    ActorGroupStatus,
+    GroupCondition,
+    GroupMember,
+    InstanceStatus,
+    MemberAdmission,
+    MemberTemplate,
+    Requeuing,
+)
+from asya_operator.api.pool import (
+    BorrowPolicyOverCohort,
+    Cohort,
+    CohortSpec,
+    CohortStatus,
+    FlavorQuotas,
+    FlavorUsage,
+    LabelSelectorRequirement,
+    NamespaceSelector,
+    PoolPreemption,
+    ResourcePool,
+    ResourcePoolSpec,
+    ResourcePoolStatus,
+    ResourceQuota,
+    ResourceUsage,
+)
 
-REGENERATE: Final = ".venv/bin/python -m asya_operator.crds"
+REGENERATE: Final = ".venv/bin/python -m asya_operator.api.crds"
 """The command that rewrites the committed CRD files."""
 
-DEFAULT_OUT: Final = Path(__file__).resolve().parents[2] / "charts" / "asya-operator" / "crds"
+DEFAULT_OUT: Final = Path(__file__).resolve().parents[3] / "charts" / "asya-operator" / "crds"
 """Where the CRD files live in a source checkout."""
 
 _MODEL: Final[dict[str, type[msgspec.Struct]]] = {
@@ -414,7 +414,9 @@ def crd_files() -> dict[str, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Write every CRD as YAML into a directory."""
-    parser = argparse.ArgumentParser(prog="python -m asya_operator.crds", description=main.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m asya_operator.api.crds", description=main.__doc__
+    )
     parser.add_argument("out", nargs="?", type=Path, default=DEFAULT_OUT, help="directory")
     args = parser.parse_args(argv)
     out: Path = args.out

@@ -9,7 +9,7 @@ instead of reaching the cluster. The schemas are not written by hand:
 - `asya-operator`: `config` has one key per `OperatorConfig` field, typed from it, and the
   chart's `values.yaml` carries the same defaults (a test holds them equal).
 
-`python -m asya_operator.chart_schema` writes both files; a test fails when the committed
+`python -m asya_operator.api.chart_schema` writes both files; a test fails when the committed
 files differ from these.
 """
 
@@ -26,14 +26,14 @@ from typing import Any, Final
 import msgspec
 
 from asya.envelope import ACTOR_NAME_MAX_LENGTH, ACTOR_NAME_PATTERN
+from asya_operator.api.actor import DNS_SUBDOMAIN_PATTERN
+from asya_operator.api.crds import all_crds
 from asya_operator.config import OperatorConfig
-from asya_operator.crds import all_crds
-from asya_operator.resources import DNS_SUBDOMAIN_PATTERN
 
-REGENERATE: Final = ".venv/bin/python -m asya_operator.chart_schema"
+REGENERATE: Final = ".venv/bin/python -m asya_operator.api.chart_schema"
 """The command that rewrites the committed schema files."""
 
-CHARTS: Final = Path(__file__).resolve().parents[2] / "charts"
+CHARTS: Final = Path(__file__).resolve().parents[3] / "charts"
 """The charts' folder in a source checkout."""
 
 _DRAFT: Final = "http://json-schema.org/draft-07/schema#"
@@ -324,7 +324,7 @@ def _render(schema: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Write the charts' values.schema.json files."""
     parser = argparse.ArgumentParser(
-        prog="python -m asya_operator.chart_schema", description=main.__doc__
+        prog="python -m asya_operator.api.chart_schema", description=main.__doc__
     )
     parser.add_argument("charts", nargs="?", type=Path, default=CHARTS, help="charts folder")
     args = parser.parse_args(argv)

@@ -20,7 +20,7 @@ import msgspec
 from celpy import celtypes
 from celpy.adapter import json_to_cel
 
-from asya_operator.crds import structural_schema
+from asya_operator.api.crds import structural_schema
 
 __all__ = ["apply_defaults", "broken_rules", "cel_violations", "compile_rule", "to_cel"]
 

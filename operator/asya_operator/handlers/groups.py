@@ -24,17 +24,19 @@ import kopf
 
 from asya import typeinfo
 from asya.errors import TransportError
-from asya_operator import actor_sync, cluster, group_sync
-from asya_operator.admission_pass import run_pass
-from asya_operator.cluster import GROUPS_PLURAL
+from asya_operator import kube as cluster
+from asya_operator.api.actor import BROKER_AMQP_URL_KEY, GROUP, VERSION
+from asya_operator.api.group import ActorGroup, member_actor
+from asya_operator.api.metadata import GROUP_COMPONENT, MANAGED_BY
 from asya_operator.config import OperatorConfig
-from asya_operator.deployment import plan_end_actors
-from asya_operator.groups import ActorGroup, member_actor
-from asya_operator.metadata import GROUP_COMPONENT, MANAGED_BY
-from asya_operator.plan import end_actor_owners
+from asya_operator.kube import GROUPS_PLURAL
+from asya_operator.operator import registry
+from asya_operator.plans.actor_objects import plan_end_actors
+from asya_operator.plans.files import end_actor_owners
 from asya_operator.queues import declare_actor_queues, release_queues
-from asya_operator.registry import registry
-from asya_operator.resources import BROKER_AMQP_URL_KEY, GROUP, VERSION
+from asya_operator.reconcile import actors as actor_sync
+from asya_operator.reconcile import groups as group_sync
+from asya_operator.reconcile.admission import run_pass
 
 _GROUPS: Final = (GROUP, VERSION, GROUPS_PLURAL)
 _OUR_GROUP_STATEFULSETS: Final = {

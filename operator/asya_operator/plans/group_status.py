@@ -1,9 +1,9 @@
 """An ActorGroup's status: instances desired, admitted and ready, each instance's standing, and
 conditions with reasons in words.
 
-Pure: the group, its instances' states (`asya_operator.gangs`), which of them are ready, and
-what it lacks in; the `status` to write out. A condition whose status did not change keeps the
-time it had. Conditions:
+Pure: the group, its instances' states (`asya_operator.plans.instances`), which of them are
+ready, and what it lacks in; the `status` to write out. A condition whose status did not
+change keeps the time it had. Conditions:
 - `QuotaReserved`: some instance holds quota (or the group has no pool);
 - `Admitted`: every desired instance holds quota; else why the first waiting one waits;
 - `PodsReady`: every admitted instance has all its pods ready;
@@ -22,8 +22,7 @@ from typing import Any
 import msgspec
 
 from asya.admission.readiness import GangPhase
-from asya_operator.group_objects import group_selector
-from asya_operator.groups import (
+from asya_operator.api.group import (
     HOLDING,
     REACTIVATE_ANNOTATION,
     ActorGroup,
@@ -31,7 +30,8 @@ from asya_operator.groups import (
     desired_instances,
     member_actor,
 )
-from asya_operator.status import Problem, Reason, conditions_at, secret_problems
+from asya_operator.plans.actor_status import Problem, Reason, conditions_at, secret_problems
+from asya_operator.plans.group_objects import group_selector
 
 
 def find_group_problems(

@@ -21,13 +21,13 @@ from typing import Any
 import kopf
 import msgspec
 
-from asya_operator import cluster
+from asya_operator import kube as cluster
+from asya_operator.api.actor import ResourceFlavor
+from asya_operator.api.group import HOLDING, ActorGroup, InstanceStatus, held, known_instances
 from asya_operator.config import OperatorConfig
-from asya_operator.group_objects import plan_group, service_name
-from asya_operator.group_status import find_group_problems, plan_group_status
-from asya_operator.groups import HOLDING, ActorGroup, InstanceStatus, held, known_instances
-from asya_operator.resources import ResourceFlavor
-from asya_operator.status import Problem
+from asya_operator.plans.actor_status import Problem
+from asya_operator.plans.group_objects import plan_group, service_name
+from asya_operator.plans.group_status import find_group_problems, plan_group_status
 
 
 async def stop_instances_but(

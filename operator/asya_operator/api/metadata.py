@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final
 
-from asya_operator.groups import ActorGroup
-from asya_operator.resources import AsyncActor
+from asya_operator.api.actor import AsyncActor
+from asya_operator.api.group import ActorGroup
 
 Owner = AsyncActor | ActorGroup
 """A CR the operator makes objects for."""

@@ -23,16 +23,7 @@ import msgspec
 
 from asya.routing import END_ACTORS
 from asya.settings import env_var
-from asya_operator.config import OperatorConfig
-from asya_operator.metadata import (
-    ACTOR_COMPONENT,
-    END_ACTOR_COMPONENT,
-    Owner,
-    actor_name,
-    object_meta,
-    selector_labels,
-)
-from asya_operator.resources import (
+from asya_operator.api.actor import (
     BROKER_AMQP_URL_KEY,
     ActorResources,
     AsyncActor,
@@ -40,7 +31,16 @@ from asya_operator.resources import (
     ResourceFlavor,
     Taint,
 )
-from asya_operator.scaling import running_replicas
+from asya_operator.api.metadata import (
+    ACTOR_COMPONENT,
+    END_ACTOR_COMPONENT,
+    Owner,
+    actor_name,
+    object_meta,
+    selector_labels,
+)
+from asya_operator.config import OperatorConfig
+from asya_operator.plans.scaling import running_replicas
 
 RUNTIME_CONTAINER: Final = "runtime"
 SIDECAR_CONTAINER: Final = "sidecar"

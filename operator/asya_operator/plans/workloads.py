@@ -44,10 +44,10 @@ from asya.admission.model import load_scenario
 from asya.admission.quantity import parse_quantity
 from asya.admission.scheduler import SimulationResult, simulate
 from asya.errors import AdmissionError
-from asya_operator import scenario
-from asya_operator.groups import MemberHold
-from asya_operator.pools import Cohort, ResourcePool
-from asya_operator.resources import ActorResources
+from asya_operator.api.actor import ActorResources
+from asya_operator.api.group import MemberHold
+from asya_operator.api.pool import Cohort, ResourcePool
+from asya_operator.plans import whatif as scenario
 
 ActorKey = tuple[str, str]
 """(namespace, name) of an AsyncActor."""

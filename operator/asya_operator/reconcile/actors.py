@@ -13,20 +13,20 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from asya_operator import cluster
-from asya_operator.cluster import World
+from asya_operator import kube as cluster
+from asya_operator.api.actor import AsyncActor
+from asya_operator.api.metadata import Owner, actor_name
 from asya_operator.config import OperatorConfig
-from asya_operator.metadata import Owner, actor_name
-from asya_operator.plan import plan_actor
-from asya_operator.resources import AsyncActor
-from asya_operator.scaling import running_replicas
-from asya_operator.status import (
+from asya_operator.kube import World
+from asya_operator.plans.actor_status import (
     Problem,
     find_problems,
     kept_problems,
     observed_generation,
     plan_status,
 )
+from asya_operator.plans.files import plan_actor
+from asya_operator.plans.scaling import running_replicas
 
 
 def _read_world(actor: Owner, namespace: str) -> World:

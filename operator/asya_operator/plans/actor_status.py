@@ -15,17 +15,17 @@ from typing import Any, Final
 
 import msgspec
 
-from asya_operator.admission import ActorAdmission
-from asya_operator.deployment import placement_flavor
-from asya_operator.metadata import actor_name, selector_string
-from asya_operator.resources import (
+from asya_operator.api.actor import (
     BROKER_AMQP_URL_KEY,
     BROKER_MANAGEMENT_URL_KEY,
     AsyncActor,
     Condition,
     ResourceFlavor,
 )
-from asya_operator.scaling import desired_replicas, running_replicas
+from asya_operator.api.metadata import actor_name, selector_string
+from asya_operator.plans.actor_objects import placement_flavor
+from asya_operator.plans.scaling import desired_replicas, running_replicas
+from asya_operator.plans.workloads import ActorAdmission
 
 
 class Reason(enum.StrEnum):

@@ -2,11 +2,11 @@
 
 Their vocabulary is the admission scenario's (`asya.admission.model`: a pool is Kueue's
 ClusterQueue, a cohort Kueue's Cohort), so a pool written as a CR reads as the same pool in a
-scenario file; `asya_operator.scenario` turns one into the other. Defaults are the engine's,
-read from `asya.admission.model`, never retyped. `asya_operator.crds` builds the CRDs from
+scenario file; `asya_operator.plans.whatif` turns one into the other. Defaults are the engine's,
+read from `asya.admission.model`, never retyped. `asya_operator.api.crds` builds the CRDs from
 these Structs. Field names are camelCase on the wire.
 
-The controller's admission pass (`asya_operator.admission_pass`) admits AsyncActors' replicas
+The controller's admission pass (`asya_operator.reconcile.admission`) admits AsyncActors' replicas
 and ActorGroups' gang instances by them and writes each pool's status; `asya-operator plan`
 runs the same engine on them offline. A Cohort's status is not written yet (its field says so).
 """
@@ -26,7 +26,7 @@ from asya.admission.model import (
     ReclaimWithinCohort,
     WithinPool,
 )
-from asya_operator.resources import (
+from asya_operator.api.actor import (
     GROUP,
     LIST_MAP_BY_NAME,
     QUANTITY_PATTERN,

@@ -23,8 +23,11 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from asya.settings import env_var
+from asya_operator.api.actor import ResourceFlavor
+from asya_operator.api.group import ActorGroup, GroupMember, member_actor
+from asya_operator.api.metadata import GROUP_COMPONENT, labels, object_meta
 from asya_operator.config import OperatorConfig
-from asya_operator.deployment import (
+from asya_operator.plans.actor_objects import (
     actor_volumes,
     env_entry,
     placement,
@@ -32,10 +35,7 @@ from asya_operator.deployment import (
     runtime_container,
     sidecar_container,
 )
-from asya_operator.groups import ActorGroup, GroupMember, member_actor
-from asya_operator.metadata import GROUP_COMPONENT, labels, object_meta
-from asya_operator.resources import ResourceFlavor
-from asya_operator.scaling import plan_group_keda
+from asya_operator.plans.scaling import plan_group_keda
 
 GROUP_LABEL: Final = "asya.sh/group"
 INSTANCE_LABEL: Final = "asya.sh/instance"

@@ -6,7 +6,7 @@ from the documents: a flavor must be among them (ResourceFlavors are cluster-wid
 broker Secrets are assumed to exist. A bad document is a `CrError` naming the file, the
 document and what to fix. An ActorGroup's objects are planned for each instance it asks for
 (`desired_instances`) at full size (on a cluster, admission decides how many run);
-ResourcePools, Cohorts and Namespaces are read too, and `asya_operator.scenario` turns them and
+ResourcePools, Cohorts and Namespaces are read too, and `asya_operator.plans.whatif` turns them and
 the pooled actors and groups into the admission what-if.
 """
 
@@ -23,14 +23,14 @@ from asya import typeinfo
 from asya.envelope import ACTOR_NAME_MAX_LENGTH, ACTOR_NAME_PATTERN
 from asya.errors import AsyaError
 from asya.routing import END_ACTORS
+from asya_operator.api.actor import GROUP, VERSION, AsyncActor, ResourceFlavor
+from asya_operator.api.group import ActorGroup, desired_instances
+from asya_operator.api.metadata import Owner, actor_name, actor_namespace
+from asya_operator.api.pool import Cohort, ResourcePool
 from asya_operator.config import OperatorConfig
-from asya_operator.deployment import plan_deployment, plan_end_actors
-from asya_operator.group_objects import plan_group
-from asya_operator.groups import ActorGroup, desired_instances
-from asya_operator.metadata import Owner, actor_name, actor_namespace
-from asya_operator.pools import Cohort, ResourcePool
-from asya_operator.resources import GROUP, VERSION, AsyncActor, ResourceFlavor
-from asya_operator.scaling import plan_scaled_object, plan_trigger_authentication
+from asya_operator.plans.actor_objects import plan_deployment, plan_end_actors
+from asya_operator.plans.group_objects import plan_group
+from asya_operator.plans.scaling import plan_scaled_object, plan_trigger_authentication
 
 _API_VERSION = f"{GROUP}/{VERSION}"
 _Cr = AsyncActor | ResourceFlavor | ResourcePool | Cohort | ActorGroup

@@ -48,25 +48,24 @@ import kopf
 
 from asya.errors import TransportError
 from asya.health import HealthServer
-from asya_operator import actor_sync, cluster, cr_decoding, metrics
-from asya_operator import group_controller as _group_handlers  # noqa: F401  (registers them)
-from asya_operator.admission_pass import ReadinessClock, post_event, run_pass
-from asya_operator.cluster import ACTORS_PLURAL, COHORTS_PLURAL, POOLS_PLURAL
-from asya_operator.config import OperatorConfig, load_operator_config
-from asya_operator.cr_decoding import StoredSpecError
-from asya_operator.deployment import plan_end_actors
-from asya_operator.metadata import ACTOR_COMPONENT, MANAGED_BY, Owner, actor_name
-from asya_operator.plan import end_actor_owners, plan_actor
-from asya_operator.queues import declare_actor_queues, release_queues
-from asya_operator.registry import registry
-from asya_operator.resources import (
+from asya_operator import kube as cluster
+from asya_operator import metrics
+from asya_operator.api import decoding as cr_decoding
+from asya_operator.api.actor import (
     BROKER_AMQP_URL_KEY,
     DEFAULT_BROKER_SECRET,
     GROUP,
     VERSION,
     AsyncActor,
 )
-from asya_operator.status import (
+from asya_operator.api.decoding import StoredSpecError
+from asya_operator.api.metadata import ACTOR_COMPONENT, MANAGED_BY, Owner, actor_name
+from asya_operator.config import OperatorConfig, load_operator_config
+from asya_operator.handlers import groups as _group_handlers  # noqa: F401  (registers them)
+from asya_operator.kube import ACTORS_PLURAL, COHORTS_PLURAL, POOLS_PLURAL
+from asya_operator.operator import registry
+from asya_operator.plans.actor_objects import plan_end_actors
+from asya_operator.plans.actor_status import (
     Problem,
     Reason,
     broker_unreachable,
@@ -74,6 +73,10 @@ from asya_operator.status import (
     plan_refused_status,
     plan_status,
 )
+from asya_operator.plans.files import end_actor_owners, plan_actor
+from asya_operator.queues import declare_actor_queues, release_queues
+from asya_operator.reconcile import actors as actor_sync
+from asya_operator.reconcile.admission import ReadinessClock, post_event, run_pass
 
 __all__ = ["registry"]
 

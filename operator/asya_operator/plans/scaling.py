@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any, Final
 
 from asya.queue_names import queue_name
-from asya_operator.groups import ActorGroup, member_actor
-from asya_operator.metadata import ACTOR_COMPONENT, GROUP_COMPONENT, actor_name, object_meta
-from asya_operator.resources import BROKER_MANAGEMENT_URL_KEY, ActorScaling, AsyncActor
+from asya_operator.api.actor import BROKER_MANAGEMENT_URL_KEY, ActorScaling, AsyncActor
+from asya_operator.api.group import ActorGroup, member_actor
+from asya_operator.api.metadata import ACTOR_COMPONENT, GROUP_COMPONENT, actor_name, object_meta
 
 KEDA_API_VERSION: Final = "keda.sh/v1alpha1"
 

@@ -4,9 +4,9 @@ An ActorGroup is a gang: its members (actor templates with replica counts) are a
 together, whole, or not at all; `spec.replicas` is the number of gang instances, which KEDA
 may drive through the scale subresource. The member's template reuses the AsyncActor's
 sub-structs (resources, env, broker), and defaults are asya's (`ActorOptions`' priority,
-`ReadinessPolicy`'s timeout and backoff), never retyped. `asya_operator.crds` builds the CRD
-from these Structs; `asya_operator.scenario` turns each instance into an admission workload
-for `asya-operator plan`, and the controller (`asya_operator.group_controller`) runs them.
+`ReadinessPolicy`'s timeout and backoff), never retyped. `asya_operator.api.crds` builds the CRD
+from these Structs; `asya_operator.plans.whatif` turns each instance into an admission workload
+for `asya-operator plan`, and the controller (`asya_operator.handlers.groups`) runs them.
 
 Each member is an actor named `{group}-{member}` (its queue `asya.{namespace}.{group}-{member}`,
 shared by every instance); each admitted instance runs one StatefulSet per member,
@@ -23,7 +23,7 @@ import msgspec
 from asya.actor import ActorOptions
 from asya.admission.readiness import GangPhase, ReadinessPolicy
 from asya.envelope import ACTOR_NAME_PATTERN
-from asya_operator.resources import (
+from asya_operator.api.actor import (
     GROUP,
     HANDLER_PATTERN,
     LIST_MAP_BY_NAME,

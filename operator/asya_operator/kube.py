@@ -25,13 +25,13 @@ import kubernetes
 from kubernetes.client import ApiException, CoreV1Api, CustomObjectsApi
 
 from asya import typeinfo
-from asya_operator.cr_decoding import decodable
-from asya_operator.deployment import placement_flavor
-from asya_operator.group_objects import GROUP_LABEL, INSTANCE_LABEL, MEMBER_LABEL
-from asya_operator.groups import ActorGroup
-from asya_operator.metadata import GROUP_COMPONENT, MANAGED_BY, Owner
-from asya_operator.pools import Cohort, ResourcePool
-from asya_operator.resources import GROUP, VERSION, AsyncActor, ResourceFlavor
+from asya_operator.api.actor import GROUP, VERSION, AsyncActor, ResourceFlavor
+from asya_operator.api.decoding import decodable
+from asya_operator.api.group import ActorGroup
+from asya_operator.api.metadata import GROUP_COMPONENT, MANAGED_BY, Owner
+from asya_operator.api.pool import Cohort, ResourcePool
+from asya_operator.plans.actor_objects import placement_flavor
+from asya_operator.plans.group_objects import GROUP_LABEL, INSTANCE_LABEL, MEMBER_LABEL
 
 FIELD_MANAGER: Final = "asya-operator"
 """Who the operator's server-side applies are recorded as."""

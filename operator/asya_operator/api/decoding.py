@@ -16,7 +16,7 @@ import msgspec
 
 from asya import typeinfo
 from asya.errors import ActorDefinitionError
-from asya_operator.cr_rules import broken_rules
+from asya_operator.api.rules import broken_rules
 
 T = TypeVar("T")
 

@@ -31,16 +31,20 @@ from typing import Any
 import kopf
 import msgspec
 
-from asya_operator import actor_sync, cluster, gangs, group_sync, metrics
-from asya_operator.admission import ActorAdmission, Decisions, PooledActor, PooledGroup, admit
-from asya_operator.cluster import AdmissionWorld, MemberPods
+from asya_operator import kube as cluster
+from asya_operator import metrics
+from asya_operator.api.group import ActorGroup, InstanceStatus, held, known_instances
+from asya_operator.api.metadata import Owner, actor_name
 from asya_operator.config import OperatorConfig
-from asya_operator.gangs import Change, Happened
-from asya_operator.groups import ActorGroup, InstanceStatus, held, known_instances
-from asya_operator.metadata import Owner, actor_name
-from asya_operator.pool_status import plan_pool_statuses
-from asya_operator.scaling import admitted_replicas, desired_replicas
-from asya_operator.status import admission_changed, pending_since, plan_admission_status
+from asya_operator.kube import AdmissionWorld, MemberPods
+from asya_operator.plans import instances as gangs
+from asya_operator.plans.actor_status import admission_changed, pending_since, plan_admission_status
+from asya_operator.plans.instances import Change, Happened
+from asya_operator.plans.pool_status import plan_pool_statuses
+from asya_operator.plans.scaling import admitted_replicas, desired_replicas
+from asya_operator.plans.workloads import ActorAdmission, Decisions, PooledActor, PooledGroup, admit
+from asya_operator.reconcile import actors as actor_sync
+from asya_operator.reconcile import groups as group_sync
 
 _log = logging.getLogger(__name__)
 

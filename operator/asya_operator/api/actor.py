@@ -1,6 +1,6 @@
 """The custom resources' typed model: AsyncActor and ResourceFlavor, as they travel the API.
 
-One source of truth: `asya_operator.crds` builds the CRDs (schemas, defaults, descriptions, CEL
+One source of truth: `asya_operator.api.crds` builds the CRDs (schemas, defaults, descriptions, CEL
 rules) from these Structs, and the operator will decode CRs into them. Field names are camelCase
 on the wire (`min_replicas` is `minReplicas`).
 

@@ -19,10 +19,10 @@ from typing import Any
 
 from asya.admission.quantity import format_quantity, parse_quantity
 from asya.errors import AdmissionError
-from asya_operator.admission import Decisions, PooledActor, PooledGroup
-from asya_operator.pools import ResourcePool
-from asya_operator.resources import ActorResources
-from asya_operator.scenario import requests_document
+from asya_operator.api.actor import ActorResources
+from asya_operator.api.pool import ResourcePool
+from asya_operator.plans.whatif import requests_document
+from asya_operator.plans.workloads import Decisions, PooledActor, PooledGroup
 
 _Usage = dict[tuple[str, str], int]
 """(flavor, resource) -> milli-units."""
