@@ -3,7 +3,8 @@
 One cycle, as in Kueue's `schedule()`:
 1. heads: the first pending workload of each pool (priority, then age);
 2. nominate: try each head against quota as it stands (`assign`);
-3. order: non-borrowing before borrowing, then priority, then age;
+3. order: non-borrowing first, then those borrowing closest to their pool (the lowest cohort
+   of the tree with room for them: Kueue's borrowing level), then priority, then age;
 4. admit, in that order: a FIT is re-checked against what earlier entries took this cycle
    and admitted; a PREEMPT evicts its victims (`preemption`) and stays at the head, to be
    admitted once their quota is back — unless another entry already changed its cohort this
@@ -203,8 +204,9 @@ class Scheduler:
             wl = self._head(queue)
             if wl is not None:
                 entries.append((queue, wl, assign(wl, queue.pool, self.tree)))
-        # 3. Non-borrowing first, then higher priority, then older.
-        entries.sort(key=lambda e: (e[2].borrowing, -e[1].priority, e[1].created, e[1].name))
+        # 3. Non-borrowing first, then borrowing closest to the pool, then higher priority,
+        # then older (Kueue's classical order, borrowing by level as with hierarchical cohorts).
+        entries.sort(key=lambda e: (e[2].borrowing_level, -e[1].priority, e[1].created, e[1].name))
         # 4. Admit or preempt. Anything that changed a cohort this cycle means later entries
         # in it are re-checked; a preemption there makes later preemptions wait a cycle.
         touched: set[str] = set()
