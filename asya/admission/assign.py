@@ -1,8 +1,9 @@
 """Flavor assignment: can this workload be admitted in its pool now, and with which flavors?
 
 Each pod set gets one flavor, tried in the pool's order, among those its `flavors` names if it
-names any (Kueue's flavorassigner, with its default fungibility: stop at the first flavor that
-fits, borrowing or not; if none fits, the first where preemption could make room). Per flavor
+names any, those without accelerators first for a pod set that asks for none (`accelerators`)
+(Kueue's flavorassigner, with its default fungibility: stop at the first flavor that fits,
+borrowing or not; if none fits, the first where preemption could make room). Per flavor
 and resource the mode is:
 - FIT: the request fits what is available now;
 - PREEMPT: it would fit if workloads were evicted — only if it fits the pool's *nominal*
@@ -21,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
+from asya.admission import accelerators
 from asya.admission.model import (
     BorrowPolicy,
     FlavorQuotas,
@@ -165,7 +167,7 @@ def _choose_flavor(
     fallback: tuple[PodSetChoice, int, set[FlavorResource], _Shortfall | None] | None = None
     first_shortfall: _Shortfall | None = None
     missing_notes: list[str] = []
-    candidates = _allowed_flavors(pod_set, pool)
+    candidates = accelerators.in_preferred_order(pod_set.requests, _allowed_flavors(pod_set, pool))
     for flavor_quotas in candidates:
         flavor = flavor_quotas.flavor
         missing = [r for r in pod_set.requests if r not in flavor_quotas.resources]
