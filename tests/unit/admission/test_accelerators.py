@@ -4,6 +4,8 @@ decision says so and why."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from asya.admission.accelerators import (
@@ -176,3 +178,29 @@ def test_the_simulate_output_lists_the_fallbacks_of_a_workload(run):
             "message": "on h100: no flavor without accelerators (cpu) had room",
         }
     ]
+
+
+def test_a_gangs_cpu_member_goes_without_accelerators_while_its_gpu_members_take_them(run):
+    gang = workload("ddp", "p")
+    gang["podSets"] = [
+        {"name": "trainer", "count": 4, "requests": {"nvidia.com/gpu": 1, "cpu": 8}},
+        {"name": "coordinator", "count": 1, "requests": {"cpu": 2}},
+    ]
+
+    done = run([pool("p", **GPU_FIRST)], [gang])
+
+    assert done.admitted["ddp"]["podSets"] == [
+        {"name": "trainer", "flavor": "h100", "count": 4},
+        {"name": "coordinator", "flavor": "cpu", "count": 1},
+    ]
+
+
+def test_the_admission_page_names_every_cause_and_nothing_else():
+    page = Path(__file__).resolve().parents[3] / "docs" / "admission.md"
+    lines = page.read_text(encoding="utf-8").splitlines()
+    start = lines.index("| cause | message, e.g. |") + 2
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+
+    documented = [row.split("|")[1].strip().strip("`") for row in lines[start:end]]
+
+    assert sorted(documented) == sorted(cause.value for cause in AcceleratorFallbackCause)
