@@ -4,6 +4,8 @@ Kueue's semantics, for asya's pools of GPUs and CPUs:
 - `quantity`: Kubernetes quantities as integer milli-units;
 - `model`: pools, cohorts, workloads and the scenario format (`asya admission simulate`);
 - `tree`: quota and usage through the cohort tree (nominal, borrowing and lending limits);
+- `accelerators`: which resources are accelerators, and keeping their flavors for work that
+  asks for them;
 - `assign`: flavor assignment and partial (gang minCount) admission for one workload;
 - `preemption`: which admitted workloads to evict so a pending one fits;
 - `scheduler`: the scheduling cycle, and running cycles until nothing changes;

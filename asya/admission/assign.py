@@ -1,8 +1,9 @@
 """Flavor assignment: can this workload be admitted in its pool now, and with which flavors?
 
 Each pod set gets one flavor, tried in the pool's order, among those its `flavors` names if it
-names any (Kueue's flavorassigner, with its default fungibility: stop at the first flavor that
-fits, borrowing or not; if none fits, the first where preemption could make room). Per flavor
+names any, those without accelerators first for a pod set that asks for none (`accelerators`)
+(Kueue's flavorassigner, with its default fungibility: stop at the first flavor that fits,
+borrowing or not; if none fits, the first where preemption could make room). Per flavor
 and resource the mode is:
 - FIT: the request fits what is available now;
 - PREEMPT: it would fit if workloads were evicted — only if it fits the pool's *nominal*
@@ -21,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
+from asya.admission import accelerators
 from asya.admission.model import (
     BorrowPolicy,
     FlavorQuotas,
@@ -57,7 +59,9 @@ class Assignment:
 
     mode: Mode
     choices: tuple[PodSetChoice, ...] = ()
-    borrowing: bool = False
+    borrowing_level: int = 0
+    """0: within the pool's nominal quota; else how far up the cohort tree it borrows (the
+    highest of its flavors and resources; see `QuotaTree.borrowing_level`)."""
     usage: dict[FlavorResource, int] = field(default_factory=dict)
     """Total request per (flavor, resource) of the chosen counts."""
     needs_preemption: frozenset[FlavorResource] = frozenset()
@@ -66,6 +70,10 @@ class Assignment:
     """Why it does not fit, when that is known without the tree (no flavor covers it)."""
     shortfall: _Shortfall | None = None
     """The first (flavor and resource, request) that did not fit: `explain` words it."""
+
+    @property
+    def borrowing(self) -> bool:
+        return self.borrowing_level > 0
 
 
 def workload_usage(
@@ -123,25 +131,27 @@ def _assign_counts(
     taken: dict[FlavorResource, int] = {}
     choices: list[PodSetChoice] = []
     needs: set[FlavorResource] = set()
-    borrowing = False
+    borrowing_level = 0
     first_shortfall: _Shortfall | None = None
     for pod_set in workload.pod_sets:
         outcome = _choose_flavor(pod_set, counts[pod_set.name], pool, node, tree, taken)
         if isinstance(outcome, str):
             return Assignment(Mode.NO_FIT, reason=f"pod set '{pod_set.name}': {outcome}")
-        choice, pod_borrowing, pod_needs, shortfall = outcome
+        choice, pod_level, pod_needs, shortfall = outcome
         first_shortfall = first_shortfall or shortfall
         if choice.mode is Mode.NO_FIT:
             return Assignment(Mode.NO_FIT, shortfall=shortfall)
         choices.append(choice)
-        borrowing = borrowing or pod_borrowing
+        borrowing_level = max(borrowing_level, pod_level)
         needs |= pod_needs
         for resource, per_pod in pod_set.requests.items():
             fr = (choice.flavor, resource)
             taken[fr] = taken.get(fr, 0) + per_pod * choice.count
     mode = min((c.mode for c in choices), default=Mode.FIT)
     shortfall = None if mode is Mode.FIT else first_shortfall
-    return Assignment(mode, tuple(choices), borrowing, taken, frozenset(needs), shortfall=shortfall)
+    return Assignment(
+        mode, tuple(choices), borrowing_level, taken, frozenset(needs), shortfall=shortfall
+    )
 
 
 def _choose_flavor(
@@ -151,34 +161,34 @@ def _choose_flavor(
     node: Node,
     tree: QuotaTree,
     taken: Mapping[FlavorResource, int],
-) -> tuple[PodSetChoice, bool, set[FlavorResource], _Shortfall | None] | str:
-    """(choice, borrowing, resources needing preemption, first shortfall) or why no flavor can
-    serve the pod set at all."""
-    fallback: tuple[PodSetChoice, bool, set[FlavorResource], _Shortfall | None] | None = None
+) -> tuple[PodSetChoice, int, set[FlavorResource], _Shortfall | None] | str:
+    """(choice, borrowing level, resources needing preemption, first shortfall) or why no
+    flavor can serve the pod set at all."""
+    fallback: tuple[PodSetChoice, int, set[FlavorResource], _Shortfall | None] | None = None
     first_shortfall: _Shortfall | None = None
     missing_notes: list[str] = []
-    candidates = _allowed_flavors(pod_set, pool)
+    candidates = accelerators.in_preferred_order(pod_set.requests, _allowed_flavors(pod_set, pool))
     for flavor_quotas in candidates:
         flavor = flavor_quotas.flavor
         missing = [r for r in pod_set.requests if r not in flavor_quotas.resources]
         if missing:
             missing_notes.append(f"flavor {flavor} has no quota for {', '.join(missing)}")
             continue
-        mode, borrowing, needs = Mode.FIT, False, set()
+        mode, level, needs = Mode.FIT, 0, set()
         shortfall: _Shortfall | None = None
         for resource, per_pod in pod_set.requests.items():
             fr = (flavor, resource)
             value = taken.get(fr, 0) + per_pod * count
             fr_mode = _resource_mode(fr, value, pool, node, tree)
-            # Borrowing is about where usage ends up, whether it fits now or after preemption.
-            borrowing = borrowing or (
-                node.parent is not None and tree.borrowing_with(node, fr, value)
-            )
+            # Borrowing is about where usage ends up, whether it fits now or after preemption;
+            # the level is measured against usage as it stands (Kueue measures a preemptor's
+            # after the evictions it simulates).
+            level = max(level, tree.borrowing_level(node, fr, value))
             if fr_mode is not Mode.FIT:
                 needs.add(fr)
                 shortfall = shortfall or (fr, value)
             mode = min(mode, fr_mode)
-        choice = (PodSetChoice(pod_set.name, flavor, count, mode), borrowing, needs, shortfall)
+        choice = (PodSetChoice(pod_set.name, flavor, count, mode), level, needs, shortfall)
         if mode is Mode.FIT:
             return choice
         if mode is Mode.PREEMPT and fallback is None:
@@ -197,7 +207,7 @@ def _choose_flavor(
         wanted = ", ".join(sorted(pod_set.requests))
         return f"no flavor of pool {pool.name} covers {wanted} ({'; '.join(missing_notes)})"
     flavor = first_shortfall[0][0]
-    return PodSetChoice(pod_set.name, flavor, count, Mode.NO_FIT), False, set(), first_shortfall
+    return PodSetChoice(pod_set.name, flavor, count, Mode.NO_FIT), 0, set(), first_shortfall
 
 
 def _allowed_flavors(pod_set: PodSet, pool: Pool) -> tuple[FlavorQuotas, ...]:

@@ -3,7 +3,8 @@
 One cycle, as in Kueue's `schedule()`:
 1. heads: the first pending workload of each pool (priority, then age);
 2. nominate: try each head against quota as it stands (`assign`);
-3. order: non-borrowing before borrowing, then priority, then age;
+3. order: non-borrowing first, then those borrowing closest to their pool (the lowest cohort
+   of the tree with room for them: Kueue's borrowing level), then priority, then age;
 4. admit, in that order: a FIT is re-checked against what earlier entries took this cycle
    and admitted; a PREEMPT evicts its victims (`preemption`) and stays at the head, to be
    admitted once their quota is back — unless another entry already changed its cohort this
@@ -23,6 +24,7 @@ import heapq
 import itertools
 from dataclasses import dataclass, field
 
+from asya.admission.accelerators import AcceleratorFallback, AcceleratorFallbackCause, fallback
 from asya.admission.assign import Assignment, Mode, assign, explain, workload_usage
 from asya.admission.model import FlavorResource, Pool, QueueingStrategy, Scenario, Workload
 from asya.admission.preemption import (
@@ -50,6 +52,8 @@ class AdmittedResult:
     borrowing: bool
     pod_sets: tuple[tuple[str, str, int], ...]
     """(pod set, flavor, count)."""
+    accelerator_fallbacks: tuple[AcceleratorFallback, ...] = ()
+    """Its pod sets that ask for no accelerator but are on a flavor that offers them, and why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +88,7 @@ class _Holding:
     info: Admitted
     borrowing: bool
     pod_sets: tuple[tuple[str, str, int], ...]
+    accelerator_fallbacks: tuple[AcceleratorFallback, ...]
 
 
 @dataclass
@@ -178,13 +183,22 @@ class Scheduler:
         node = self.tree.pools[wl.pool]
         usage = workload_usage(wl, counts, flavors)
         self.tree.add_usage(node, usage)
+        # Admitted now, a pod set reaches a flavor with accelerators only when none without
+        # had room (the order `assign` tries them in); held from before, why is not known.
+        unexplained = AcceleratorFallbackCause.NO_ROOM
         if borrowing is None:  # already admitted in the scenario: borrowing as things stand
             borrowing = node.parent is not None and self.tree.is_borrowing(node, usage)
+            unexplained = AcceleratorFallbackCause.HELD
         info = Admitted(wl.name, wl.pool, wl.priority, wl.created, next(self._sequence), usage)
-        pod_sets = tuple(
-            (ps.name, flavors[ps.name], counts[ps.name]) for ps in wl.pod_sets if ps.name in counts
+        held = [ps for ps in wl.pod_sets if ps.name in counts]
+        pod_sets = tuple((ps.name, flavors[ps.name], counts[ps.name]) for ps in held)
+        pool = self.queues[wl.pool].pool
+        fallbacks = tuple(
+            found
+            for ps in held
+            if (found := fallback(ps, flavors[ps.name], pool, unexplained)) is not None
         )
-        self.holding[wl.name] = _Holding(wl, info, borrowing, pod_sets)
+        self.holding[wl.name] = _Holding(wl, info, borrowing, pod_sets, fallbacks)
         bisect.insort(self.by_pool[wl.pool], info, key=admission_rank)
         self.pending.pop(wl.name, None)
 
@@ -203,8 +217,9 @@ class Scheduler:
             wl = self._head(queue)
             if wl is not None:
                 entries.append((queue, wl, assign(wl, queue.pool, self.tree)))
-        # 3. Non-borrowing first, then higher priority, then older.
-        entries.sort(key=lambda e: (e[2].borrowing, -e[1].priority, e[1].created, e[1].name))
+        # 3. Non-borrowing first, then borrowing closest to the pool, then higher priority,
+        # then older (Kueue's classical order, borrowing by level as with hierarchical cohorts).
+        entries.sort(key=lambda e: (e[2].borrowing_level, -e[1].priority, e[1].created, e[1].name))
         # 4. Admit or preempt. Anything that changed a cohort this cycle means later entries
         # in it are re-checked; a preemption there makes later preemptions wait a cycle.
         touched: set[str] = set()
@@ -322,7 +337,7 @@ class Scheduler:
                             " does not fit",
                         )
         admitted = tuple(
-            AdmittedResult(name, h.info.pool, h.borrowing, h.pod_sets)
+            AdmittedResult(name, h.info.pool, h.borrowing, h.pod_sets, h.accelerator_fallbacks)
             for name, h in sorted(self.holding.items(), key=lambda item: item[1].info.sequence)
         )
         pending = tuple(self.pending[name] for name in sorted(self.pending))
@@ -348,15 +363,7 @@ def simulate(scenario: Scenario, *, max_cycles: int | None = None) -> Simulation
 def result_as_dict(result: SimulationResult) -> dict[str, object]:
     """The documented output of `asya admission simulate`."""
     return {
-        "admitted": [
-            {
-                "workload": a.workload,
-                "pool": a.pool,
-                "borrowing": a.borrowing,
-                "podSets": [{"name": n, "flavor": f, "count": c} for n, f, c in a.pod_sets],
-            }
-            for a in result.admitted
-        ],
+        "admitted": [_admitted_as_dict(a) for a in result.admitted],
         "preempted": [
             {"workload": p.workload, "preemptor": p.preemptor, "reason": p.reason}
             for p in result.preempted
@@ -368,3 +375,18 @@ def result_as_dict(result: SimulationResult) -> dict[str, object]:
         "cycles": result.cycles,
         "quiescent": result.quiescent,
     }
+
+
+def _admitted_as_dict(admitted: AdmittedResult) -> dict[str, object]:
+    entry: dict[str, object] = {
+        "workload": admitted.workload,
+        "pool": admitted.pool,
+        "borrowing": admitted.borrowing,
+        "podSets": [{"name": n, "flavor": f, "count": c} for n, f, c in admitted.pod_sets],
+    }
+    if admitted.accelerator_fallbacks:  # only where it happened, as the exception it is
+        entry["acceleratorFallbacks"] = [
+            {"podSet": f.pod_set, "flavor": f.flavor, "cause": f.cause.value, "message": f.message}
+            for f in admitted.accelerator_fallbacks
+        ]
+    return entry

@@ -8,7 +8,8 @@ Every pool and cohort is a node. Per (flavor, resource):
 - `usage`: a pool's admitted requests; a cohort's is what its children use beyond their local
   quota.
 `available` walks up the tree, bounded at each step by the borrowing limit; `add_usage` and
-`remove_usage` bubble usage up past local quota. Values may go negative after over-admission
+`remove_usage` bubble usage up past local quota; `borrowing_level` says how far up a request
+must borrow. Values may go negative after over-admission
 (quota shrunk under running work); callers treat negative availability as none.
 """
 
@@ -24,7 +25,7 @@ _NO_QUOTA = ResourceQuota(nominal=0)  # type: ignore[arg-type]
 class Node:
     """A pool or a cohort."""
 
-    __slots__ = ("children", "is_pool", "name", "parent", "quotas", "subtree", "usage")
+    __slots__ = ("children", "height", "is_pool", "name", "parent", "quotas", "subtree", "usage")
 
     def __init__(self, name: str, *, is_pool: bool, quotas: Iterable[FlavorQuotas]) -> None:
         self.name = name
@@ -38,6 +39,8 @@ class Node:
         }
         self.subtree: dict[FlavorResource, int] = {}
         self.usage: dict[FlavorResource, int] = {}
+        self.height = 0
+        """Distance to the furthest pool below (a pool: 0), Kueue's `getNodeHeight`."""
 
     def nominal(self, fr: FlavorResource) -> int:
         return self.quotas.get(fr, _NO_QUOTA).nominal
@@ -87,6 +90,7 @@ class QuotaTree:
         for node in [*self.cohorts.values(), *self.pools.values()]:
             if node.parent is None:
                 _compute_subtree(node)
+                _compute_height(node)
         self._members: dict[str, list[Node]] = {}
 
     def available(self, node: Node, fr: FlavorResource) -> int:
@@ -125,6 +129,23 @@ class QuotaTree:
         """Whether taking `value` more would put the pool past its nominal quota."""
         return node.usage.get(fr, 0) + value > node.nominal(fr)
 
+    def borrowing_level(self, node: Node, fr: FlavorResource, value: int) -> int:
+        """How far up the tree the pool `node` must reach to add `value` of `fr` to its usage:
+        0 within its nominal quota or without a cohort, else the height of the lowest cohort
+        whose subtree still has room, or of the root where none has (Kueue's
+        `FindHeightOfLowestSubtreeThatFits`). The scheduler admits the entry that borrows
+        closest to its pool first."""
+        if node.parent is None or not self.borrowing_with(node, fr, value):
+            return 0
+        remaining = value - node.local_available(fr)
+        cohort = node.parent
+        while cohort.usage.get(fr, 0) + remaining > cohort.subtree.get(fr, 0):
+            if cohort.parent is None:
+                break
+            remaining -= cohort.local_available(fr)
+            cohort = cohort.parent
+        return cohort.height
+
     @staticmethod
     def is_borrowing(node: Node, frs: Iterable[FlavorResource]) -> bool:
         return any(node.usage.get(fr, 0) > node.nominal(fr) for fr in frs)
@@ -154,6 +175,16 @@ def _compute_subtree(node: Node) -> None:
         _compute_subtree(child)
         for fr, quota in child.subtree.items():
             node.subtree[fr] = node.subtree.get(fr, 0) + quota - child.local_quota(fr)
+
+
+def _compute_height(node: Node) -> None:
+    # A cohort with only pools below is 1 high; a pool is 0. The levels a request can borrow at
+    # therefore rise as it goes up, though not always one by one (Kueue's numbering).
+    for child in node.children:
+        _compute_height(child)
+    node.height = max(
+        [min(len(node.children), 1)] + [c.height + 1 for c in node.children if not c.is_pool]
+    )
 
 
 def _add(node: Node, fr: FlavorResource, value: int) -> None:

@@ -112,3 +112,36 @@ def test_a_cycle_limit_stops_the_run_and_says_so(run):
     assert done.raw["quiescent"] is False
     assert len(done.admitted) == 2
     assert done.pending["w4"]["reason"] == "NotEvaluated"
+
+
+def test_among_borrowing_entries_the_one_borrowing_closest_to_its_pool_goes_before_priority():
+    # Kueue's "in a hierarchical cohort, workload borrowing less is scheduled first"
+    # (pkg/scheduler/scheduler_test.go, TestSchedule): cohort `guaranteed` holds 4 cpu under
+    # `root`; pool `guaranteed` borrows them one level up, pool `best-effort` from the root.
+    cohorts = [
+        {"name": "root"},
+        {
+            "name": "guaranteed",
+            "parent": "root",
+            "quotas": [{"flavor": "default", "resources": {"cpu": {"nominal": 4}}}],
+        },
+    ]
+    scenario = load_scenario(
+        {
+            "cohorts": cohorts,
+            "pools": [
+                pool("guaranteed", cohort="guaranteed", default={"cpu": 0}),
+                pool("best-effort", cohort="root", default={"cpu": 0}),
+            ],
+            "workloads": [
+                workload("guaranteed", "guaranteed", priority=0, cpu=4),
+                workload("best-effort", "best-effort", priority=3, cpu=4),
+            ],
+        }
+    )
+    scheduler = Scheduler(scenario)
+
+    first = scheduler.cycle()
+
+    assert first.admitted == ["guaranteed"]
+    assert "best-effort" not in scheduler.holding
