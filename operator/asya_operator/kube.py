@@ -25,11 +25,13 @@ import kubernetes
 from kubernetes.client import ApiException, CoreV1Api, CustomObjectsApi
 
 from asya import typeinfo
-from asya_operator.api.actor import GROUP, VERSION, AsyncActor, ResourceFlavor
+from asya_operator.api.actor import AsyncActor
 from asya_operator.api.decoding import decodable
+from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.group import ActorGroup
 from asya_operator.api.metadata import GROUP_COMPONENT, MANAGED_BY, Owner
 from asya_operator.api.pool import Cohort, ResourcePool
+from asya_operator.api.template import GROUP, VERSION
 from asya_operator.plans.actor_objects import placement_flavor
 from asya_operator.plans.group_objects import GROUP_LABEL, INSTANCE_LABEL, MEMBER_LABEL
 

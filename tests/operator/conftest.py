@@ -29,7 +29,7 @@ import kopf
 import kubernetes
 import pytest
 import yaml
-from asya_operator.api.actor import GROUP, VERSION
+from asya_operator.api.template import GROUP, VERSION
 from asya_operator.handlers.actors import registry
 from kmock._internal.apps import Server
 from kubernetes.client import CustomObjectsApi

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from asya_operator.api.actor import GROUP, VERSION
+from asya_operator.api.template import GROUP, VERSION
 from kubernetes.client import CoreV1Api, CustomObjectsApi
 
 from asya.errors import UnknownActorError

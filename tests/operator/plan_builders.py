@@ -9,7 +9,8 @@ from typing import Any
 
 import msgspec
 import yaml
-from asya_operator.api.actor import AsyncActor, ResourceFlavor
+from asya_operator.api.actor import AsyncActor
+from asya_operator.api.flavor import ResourceFlavor
 
 from tests.operator.cr_validation import openapi_schema
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import msgspec
 import pytest
 import yaml
-from asya_operator.api.actor import AsyncActor, ResourceFlavor
+from asya_operator.api.actor import AsyncActor
 from asya_operator.api.crds import all_crds
+from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.group import ActorGroup
 from asya_operator.api.pool import Cohort, ResourcePool
 from asya_operator.plans.files import Document, read_crs

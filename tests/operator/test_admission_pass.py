@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from asya_operator.api.actor import ActorResources
 from asya_operator.api.pool import Cohort, ResourcePool
+from asya_operator.api.template import ActorResources
 from asya_operator.plans.workloads import ActorAdmission, PooledActor
 from asya_operator.plans.workloads import admit as admit_all
 

@@ -11,7 +11,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from asya_operator.api.actor import GROUP, VERSION
+from asya_operator.api.template import GROUP, VERSION
 
 from tests.operator.controller_world import (
     ACTORS,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from asya_operator.api.actor import GROUP, VERSION
+from asya_operator.api.template import GROUP, VERSION
 
 from tests.operator.controller_world import (
     GROUPS,

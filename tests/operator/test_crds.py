@@ -8,7 +8,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 from asya_operator.api.crds import DEFAULT_OUT, REGENERATE, all_crds, crd_files
-from asya_operator.api.rules import compile_rule
+from asya_operator.api.decoding import compile_rule
 
 from tests.operator.cr_validation import (
     openapi_schema,

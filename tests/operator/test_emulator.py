@@ -14,7 +14,7 @@ from typing import Any
 import kopf
 import kubernetes
 import pytest
-from asya_operator.api.actor import GROUP, VERSION
+from asya_operator.api.template import GROUP, VERSION
 from kubernetes.client import ApiException, CustomObjectsApi
 
 from tests.operator.emulator import Cluster

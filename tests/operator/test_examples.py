@@ -7,8 +7,9 @@ from pathlib import Path
 import msgspec
 import pytest
 import yaml
-from asya_operator.api.actor import AsyncActor, ResourceFlavor
+from asya_operator.api.actor import AsyncActor
 from asya_operator.api.crds import all_crds
+from asya_operator.api.flavor import ResourceFlavor
 
 from asya.handler import load_handler
 from tests.operator.cr_validation import openapi_schema, rejections, unknown_fields

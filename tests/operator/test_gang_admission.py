@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from asya_operator.api.actor import ActorResources
+from asya_operator.api.template import ActorResources
 from asya_operator.plans.workloads import InstanceAdmission, PooledGroup, PooledMember, admit
 
 from tests.operator.test_admission_pass import actor, cohort, pool

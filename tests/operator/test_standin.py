@@ -27,13 +27,13 @@ from typing import Any
 import kubernetes
 import msgspec
 import pytest
-from asya_operator.api.actor import (
+from asya_operator.api.actor import AsyncActor
+from asya_operator.api.template import (
     BROKER_AMQP_URL_KEY,
     BROKER_MANAGEMENT_URL_KEY,
     DEFAULT_BROKER_SECRET,
     GROUP,
     VERSION,
-    AsyncActor,
 )
 from asya_operator.config import OperatorConfig
 from asya_operator.handlers.actors import registry

@@ -29,7 +29,7 @@ from typing import Any
 
 import kubernetes
 import pytest
-from asya_operator.api.actor import GROUP, VERSION
+from asya_operator.api.template import GROUP, VERSION
 from asya_operator.handlers.actors import registry
 
 from asya import Client

@@ -1,12 +1,8 @@
-"""The custom resources' typed model: AsyncActor and ResourceFlavor, as they travel the API.
+"""The AsyncActor custom resource: one actor on Kubernetes, as it travels the API.
 
-One source of truth: `asya_operator.api.crds` builds the CRDs (schemas, defaults, descriptions, CEL
-rules) from these Structs, and the operator will decode CRs into them. Field names are camelCase
-on the wire (`min_replicas` is `minReplicas`).
-
-Defaults are asya's, never retyped: they are read from `asya.actor.ActorOptions` (its
-`scaling`, `resources` and `retry` among them), so a CR that leaves a field out gets the number
-an `@actor` without that option gets.
+One source of truth: `asya_operator.api.crds` builds the CRDs (schemas, defaults, descriptions,
+CEL rules) from these Structs, and the operator decodes CRs into them. The fields an ActorGroup
+member shares with it are in `asya_operator.api.template`.
 
 Which side decides what, for the fields that `@actor(...)` also has:
 - **Scheduling** (`scaling`, `resources`, `flavor`, `pool`, `priority`) is the CR's. The operator
@@ -21,241 +17,34 @@ Which side decides what, for the fields that `@actor(...)` also has:
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Final, Literal
+from typing import Annotated, Any, ClassVar, Final
 
 import msgspec
 
 from asya.actor import ActorOptions
 from asya.envelope import ACTOR_NAME_MAX_LENGTH, ACTOR_NAME_PATTERN
-
-GROUP: Final = "asya.sh"
-"""API group of asya's custom resources."""
-
-VERSION: Final = "v1alpha1"
-"""The one served and stored version."""
-
-BROKER_AMQP_URL_KEY: Final = "amqp-url"
-"""Key of the broker Secret holding the AMQP URL (`amqp://user:pass@host:5672/vhost`) the
-sidecar connects with; it reaches the sidecar container only, never the runtime's."""
-
-BROKER_MANAGEMENT_URL_KEY: Final = "management-url"
-"""Key of the broker Secret holding the RabbitMQ management API URL with credentials
-(`http://user:pass@host:15672/vhost`), which KEDA reads queue depth from (unacked included)."""
-
-DEFAULT_BROKER_SECRET: Final = "asya-broker"
-"""Secret an AsyncActor uses when `spec.broker.secretName` is not set."""
-
-HANDLER_PATTERN: Final = (
-    r"^[A-Za-z_][A-Za-z0-9_]*([.][A-Za-z_][A-Za-z0-9_]*)*"
-    r":[A-Za-z_][A-Za-z0-9_]*([.][A-Za-z_][A-Za-z0-9_]*)*$"
+from asya_operator.api.template import (
+    GROUP,
+    HANDLER_PATTERN,
+    LIST_MAP_BY_NAME,
+    LIST_MAP_BY_TYPE,
+    OVERRIDE,
+    VERSION,
+    ActorBatch,
+    ActorResources,
+    ActorRetry,
+    ActorScaling,
+    BrokerRef,
+    Condition,
+    EnvVar,
+    NonNegative,
+    ObjectName,
+    Positive,
+    Validation,
+    doc,
 )
-"""`module:attr` as `ASYA_HANDLER` takes it (dotted module, dotted attribute)."""
-
-QUANTITY_PATTERN: Final = (
-    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
-    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
-)
-"""A Kubernetes resource quantity (`500m`, `2`, `16Gi`), as the core API's own schema has it."""
-
-DNS_SUBDOMAIN_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-"""A Kubernetes object name (DNS-1123 subdomain), such as a ResourceFlavor's or a Secret's."""
 
 _DEFAULTS: Final = ActorOptions()
-_SCALING: Final = _DEFAULTS.scaling
-_RESOURCES: Final = _DEFAULTS.resources
-_RETRY: Final = _DEFAULTS.retry
-
-
-def whole_seconds(seconds: float) -> int:
-    """`seconds` as the whole number a CR takes (KEDA counts whole seconds; asya's defaults
-    are whole numbers of seconds, kept so here).
-
-    Raises:
-        ValueError: `seconds` has a fraction.
-    """
-    if seconds != int(seconds):
-        raise ValueError(f"{seconds} s is not a whole number of seconds")
-    return int(seconds)
-
-
-class Validation(msgspec.Struct, frozen=True, kw_only=True):
-    """One CEL rule (`x-kubernetes-validations`) on the object it is attached to (`self`)."""
-
-    rule: str
-    """A CEL expression that is true for a valid object."""
-    message: str
-    """What the API server answers when the rule is false: what is wrong and how to fix it."""
-
-
-def doc(text: str, **constraints: Any) -> msgspec.Meta:
-    """A field's description (which the CRD carries) and its constraints."""
-    return msgspec.Meta(description=text, **constraints)
-
-
-_Quantity = Annotated[str, msgspec.Meta(pattern=QUANTITY_PATTERN)] | int
-_NonNegative = Annotated[int, msgspec.Meta(ge=0)]
-_Positive = Annotated[int, msgspec.Meta(ge=1)]
-ObjectName = Annotated[str, msgspec.Meta(max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)]
-"""A Kubernetes object's name, as a field type."""
-
-LIST_MAP_BY_NAME: Final = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
-"""A list whose items are merged by their `name` (server-side apply)."""
-LIST_MAP_BY_TYPE: Final = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
-"""A list whose items are merged by their `type` (conditions)."""
-
-_OVERRIDE: Final = " Passed to the runtime, which applies it over the decorator's."
-
-
-# --- AsyncActor --------------------------------------------------------------------------
-
-
-class EnvVar(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """An environment variable of the runtime container (Kubernetes' EnvVar)."""
-
-    name: Annotated[str, doc("Variable name.", min_length=1)]
-    value: Annotated[str | None, doc("Literal value.")] = None
-    value_from: Annotated[
-        dict[str, Any] | None,
-        doc("A source for the value (secretKeyRef, configMapKeyRef, fieldRef, ...), as in core."),
-    ] = None
-
-
-class ActorResources(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """What one replica asks the cluster for."""
-
-    cpu: Annotated[
-        _Quantity | None,
-        doc("CPU request, a Kubernetes quantity (`500m`, `2`); unset = none."),
-    ] = _RESOURCES.cpu
-    memory: Annotated[
-        _Quantity | None,
-        doc("Memory request, a Kubernetes quantity (`512Mi`, `16Gi`); unset = none."),
-    ] = _RESOURCES.memory
-    gpus: Annotated[
-        int, doc("Whole GPUs per replica (`nvidia.com/gpu`, request and limit).", ge=0)
-    ] = _RESOURCES.gpus
-
-
-class ActorScaling(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """Replica bounds and the queue-depth rule KEDA's RabbitMQ scaler applies."""
-
-    VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
-        Validation(
-            rule="self.minReplicas <= self.maxReplicas",
-            message="scaling.minReplicas must not be above scaling.maxReplicas:"
-            " raise maxReplicas or lower minReplicas",
-        ),
-    )
-
-    min_replicas: Annotated[
-        int,
-        doc("Replicas kept when the queue is empty; 0 lets the actor scale to zero.", ge=0),
-    ] = _SCALING.min_replicas
-    max_replicas: Annotated[int, doc("Most replicas the actor may scale to.", ge=1)] = (
-        _SCALING.max_replicas
-    )
-    queue_length: Annotated[
-        int,
-        doc(
-            "Messages (ready plus unacked) one replica is expected to handle (KEDA's value).", ge=1
-        ),
-    ] = _SCALING.queue_length
-    activation_queue_length: Annotated[
-        int,
-        doc(
-            "Queue depth above which an actor at zero replicas is started (KEDA's"
-            " activationValue).",
-            ge=0,
-        ),
-    ] = _SCALING.activation
-    polling_interval: Annotated[
-        int, doc("Seconds between queue-depth checks (KEDA's pollingInterval).", ge=1)
-    ] = whole_seconds(_SCALING.polling_interval_s)
-    cooldown_period: Annotated[
-        int,
-        doc(
-            "Seconds of an idle queue before scaling back to minReplicas (KEDA's cooldownPeriod).",
-            ge=0,
-        ),
-    ] = whole_seconds(_SCALING.cooldown_s)
-
-
-class ActorRetry(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """Override of the decorator's RetryPolicy: when set, it replaces that policy whole, and a
-    field left out takes RetryPolicy's default, as in `@actor(retry=RetryPolicy(...))`. The
-    exception types retried stay the decorator's."""
-
-    VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
-        Validation(
-            rule="self.baseDelayMs <= self.maxDelayMs",
-            message="retry.baseDelayMs must not be above retry.maxDelayMs:"
-            " raise maxDelayMs or lower baseDelayMs",
-        ),
-        Validation(
-            rule="self.jitter >= 0.0 && self.jitter <= 1.0",
-            message="retry.jitter is a fraction of each delay: set it between 0.0 and 1.0",
-        ),
-        Validation(
-            rule="self.factor >= 1.0",
-            message="retry.factor must be at least 1.0 (delays never shrink): set it to 1.0"
-            " or more",
-        ),
-    )
-
-    max_attempts: Annotated[
-        int, doc("Calls at most per envelope, the first included (1 = never retry).", ge=1)
-    ] = _RETRY.max_attempts
-    base_delay_ms: Annotated[
-        int, doc("Delay before the second attempt, in milliseconds.", ge=0)
-    ] = _RETRY.base_delay_ms
-    factor: Annotated[float, doc("Each further delay is this many times the one before.")] = (
-        _RETRY.factor
-    )
-    max_delay_ms: Annotated[
-        int, doc("No delay is longer than this, in milliseconds, jitter included.", ge=0)
-    ] = _RETRY.max_delay_ms
-    jitter: Annotated[
-        float, doc("Up to this fraction of each delay is taken off at random (0.0 to 1.0).")
-    ] = _RETRY.jitter
-    retry_timeouts: Annotated[
-        bool, doc("Whether a call that ran past the actor's timeout is tried again.")
-    ] = _RETRY.retry_timeouts
-
-
-class ActorBatch(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """Override of the decorator's batching: up to `size` envelopes per call, waiting `waitMs`
-    (unset: the decorator's wait) for a batch to fill."""
-
-    VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
-        Validation(
-            rule="self.size >= 1",
-            message="batch.size is the most envelopes per call: set it to 1 or more",
-        ),
-    )
-
-    size: Annotated[int, doc("Most envelopes per call.")]
-    wait_ms: Annotated[
-        _NonNegative | None,
-        doc(
-            "Milliseconds to wait for a batch to fill before calling with fewer; unset = the"
-            " decorator's batch_wait_ms."
-        ),
-    ] = None
-
-
-class BrokerRef(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """Where the broker's credentials are: a Secret in the actor's namespace, never the CR."""
-
-    secret_name: Annotated[
-        str,
-        doc(
-            f"Secret with key `{BROKER_AMQP_URL_KEY}` (AMQP URL, given to the sidecar only) and"
-            f" key `{BROKER_MANAGEMENT_URL_KEY}` (RabbitMQ management API URL with credentials,"
-            " read by KEDA's TriggerAuthentication).",
-            max_length=253,
-            pattern=DNS_SUBDOMAIN_PATTERN,
-        ),
-    ] = DEFAULT_BROKER_SECRET
 
 
 class AsyncActorSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -291,7 +80,7 @@ class AsyncActorSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         doc("The actor's handler as `module:attr` (the runtime's ASYA_HANDLER).", max_length=512),
     ]
     replicas: Annotated[
-        _NonNegative | None,
+        NonNegative | None,
         doc(
             "Desired replicas, written by KEDA through the scale subresource; unset = minReplicas."
         ),
@@ -318,22 +107,22 @@ class AsyncActorSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     )
     retry: Annotated[
         ActorRetry | None,
-        doc("Override of the decorator's retry policy; unset = the decorator's." + _OVERRIDE),
+        doc("Override of the decorator's retry policy; unset = the decorator's." + OVERRIDE),
     ] = None
     timeout_seconds: Annotated[
         float | None,
-        doc("Override of the decorator's timeout_s; unset = the decorator's." + _OVERRIDE),
+        doc("Override of the decorator's timeout_s; unset = the decorator's." + OVERRIDE),
     ] = None
     concurrency: Annotated[
-        _Positive | None,
+        Positive | None,
         doc(
             "Override of the decorator's concurrency (calls in flight per replica); unset = the"
-            " decorator's." + _OVERRIDE
+            " decorator's." + OVERRIDE
         ),
     ] = None
     batch: Annotated[
         ActorBatch | None,
-        doc("Override of the decorator's batching; unset = the decorator's." + _OVERRIDE),
+        doc("Override of the decorator's batching; unset = the decorator's." + OVERRIDE),
     ] = None
     pool: Annotated[
         ObjectName | None,
@@ -357,27 +146,6 @@ class AsyncActorSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         bool,
         doc("Keep the actor's queues when the AsyncActor is deleted (default: remove them)."),
     ] = False
-
-
-class Condition(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """One aspect of the actor's state (`Ready`, `Scaling`, `Degraded`), as in metav1.Condition."""
-
-    type: Annotated[
-        str,
-        doc(
-            "Which aspect: Ready, Scaling, Degraded; QuotaReserved, Admitted, Preempted.",
-            max_length=316,
-        ),
-    ]
-    status: Annotated[Literal["True", "False", "Unknown"], doc("True, False or Unknown.")]
-    reason: Annotated[str | None, doc("CamelCase reason for the last transition.")] = None
-    message: Annotated[str | None, doc("What happened, in words, naming any missing object.")] = (
-        None
-    )
-    last_transition_time: Annotated[
-        str | None,
-        doc("When status last changed (RFC 3339).", extra_json_schema={"format": "date-time"}),
-    ] = None
 
 
 class AsyncActorStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -438,76 +206,3 @@ class AsyncActor(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     )
     spec: Annotated[AsyncActorSpec, doc("What the actor is and how it runs.")]
     status: Annotated[AsyncActorStatus | None, doc("What the operator observed.")] = None
-
-
-# --- ResourceFlavor ----------------------------------------------------------------------
-
-_Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
-
-
-class Taint(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """A taint the flavor's nodes carry (core Taint)."""
-
-    key: Annotated[str, doc("Taint key.", min_length=1)]
-    value: Annotated[str | None, doc("Taint value.")] = None
-    effect: Annotated[_Effect, doc("NoSchedule, PreferNoSchedule or NoExecute.")]
-
-
-class Toleration(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """A toleration the pods of actors on this flavor get (core Toleration)."""
-
-    VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
-        Validation(
-            rule="has(self.key) || (has(self.operator) && self.operator == 'Exists')",
-            message="a toleration without a key matches every taint: set operator: Exists, or"
-            " give a key",
-        ),
-        Validation(
-            rule="!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
-            message="tolerationSeconds applies to NoExecute taints only: set effect: NoExecute or"
-            " remove tolerationSeconds",
-        ),
-        Validation(
-            rule="!(has(self.operator) && self.operator == 'Exists' && has(self.value))",
-            message="a toleration with operator: Exists matches any value: remove value",
-        ),
-    )
-
-    key: Annotated[str | None, doc("Taint key matched; unset = every key.")] = None
-    operator: Annotated[
-        Literal["Equal", "Exists"] | None, doc("Equal (the default) or Exists.")
-    ] = None
-    value: Annotated[str | None, doc("Taint value matched (operator Equal).")] = None
-    effect: Annotated[_Effect | None, doc("Taint effect matched; unset = every effect.")] = None
-    toleration_seconds: Annotated[
-        int | None,
-        doc("How long a NoExecute taint is tolerated before eviction, in seconds."),
-    ] = None
-
-
-class ResourceFlavorSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """A kind of node (as in Kueue): which labels select it, which taints it has."""
-
-    node_labels: Annotated[
-        Annotated[dict[str, str], msgspec.Meta(max_length=8)] | None,
-        doc("Labels the pods' nodeSelector requires."),
-    ] = None
-    node_taints: Annotated[
-        Annotated[list[Taint], msgspec.Meta(max_length=8)] | None,
-        doc("Taints the flavor's nodes carry; pods get matching tolerations."),
-    ] = None
-    tolerations: Annotated[
-        Annotated[list[Toleration], msgspec.Meta(max_length=8)] | None,
-        doc("Extra tolerations the pods get."),
-    ] = None
-
-
-class ResourceFlavor(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """A cluster-wide kind of node actors can be placed on (node labels and tolerations)."""
-
-    api_version: Annotated[str, doc("asya.sh/v1alpha1")] = f"{GROUP}/{VERSION}"
-    kind: Annotated[str, doc("ResourceFlavor")] = "ResourceFlavor"
-    metadata: Annotated[dict[str, Any], doc("Standard object metadata.")] = msgspec.field(
-        default_factory=dict
-    )
-    spec: Annotated[ResourceFlavorSpec, doc("Node labels, taints and tolerations.")]

@@ -26,8 +26,8 @@ from typing import Any, Final
 import msgspec
 
 from asya.envelope import ACTOR_NAME_MAX_LENGTH, ACTOR_NAME_PATTERN
-from asya_operator.api.actor import DNS_SUBDOMAIN_PATTERN
 from asya_operator.api.crds import all_crds
+from asya_operator.api.template import DNS_SUBDOMAIN_PATTERN
 from asya_operator.config import OperatorConfig
 
 REGENERATE: Final = ".venv/bin/python -m asya_operator.api.chart_schema"

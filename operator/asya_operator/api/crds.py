@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import inspect
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,51 +22,19 @@ from typing import Any, Final
 import msgspec
 import yaml
 
-from asya_operator.api.actor import (
-    GROUP,
-    VERSION,
-    ActorBatch,
-    ActorResources,
-    ActorRetry,
-    ActorScaling,
-    AsyncActor,
-    AsyncActorSpec,
-    AsyncActorStatus,
-    BrokerRef,
-    Condition,
-    EnvVar,
-    ResourceFlavor,
-    ResourceFlavorSpec,
-    Taint,
-    Toleration,
-    Validation,
-)
+from asya_operator.api.actor import AsyncActor
+from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.group import (
     ActorGroup,
-    ActorGroupSpec,
-    ActorGroupStatus,
-    GroupCondition,
-    GroupMember,
-    InstanceStatus,
-    MemberAdmission,
-    MemberTemplate,
-    Requeuing,
 )
 from asya_operator.api.pool import (
-    BorrowPolicyOverCohort,
     Cohort,
-    CohortSpec,
-    CohortStatus,
-    FlavorQuotas,
-    FlavorUsage,
-    LabelSelectorRequirement,
-    NamespaceSelector,
-    PoolPreemption,
     ResourcePool,
-    ResourcePoolSpec,
-    ResourcePoolStatus,
-    ResourceQuota,
-    ResourceUsage,
+)
+from asya_operator.api.schema import structural_schema
+from asya_operator.api.template import (
+    GROUP,
+    VERSION,
 )
 
 REGENERATE: Final = ".venv/bin/python -m asya_operator.api.crds"
@@ -76,155 +43,10 @@ REGENERATE: Final = ".venv/bin/python -m asya_operator.api.crds"
 DEFAULT_OUT: Final = Path(__file__).resolve().parents[3] / "charts" / "asya-operator" / "crds"
 """Where the CRD files live in a source checkout."""
 
-_MODEL: Final[dict[str, type[msgspec.Struct]]] = {
-    cls.__name__: cls
-    for cls in (
-        AsyncActor,
-        AsyncActorSpec,
-        AsyncActorStatus,
-        ActorBatch,
-        ActorResources,
-        ActorRetry,
-        ActorScaling,
-        BrokerRef,
-        Condition,
-        EnvVar,
-        ResourceFlavor,
-        ResourceFlavorSpec,
-        Taint,
-        Toleration,
-        ResourcePool,
-        ResourcePoolSpec,
-        ResourcePoolStatus,
-        PoolPreemption,
-        BorrowPolicyOverCohort,
-        NamespaceSelector,
-        LabelSelectorRequirement,
-        FlavorQuotas,
-        ResourceQuota,
-        FlavorUsage,
-        ResourceUsage,
-        Cohort,
-        CohortSpec,
-        CohortStatus,
-        ActorGroup,
-        ActorGroupSpec,
-        ActorGroupStatus,
-        GroupMember,
-        MemberTemplate,
-        GroupCondition,
-        InstanceStatus,
-        Requeuing,
-        MemberAdmission,
-    )
+
+_KINDS: Final[dict[str, type[msgspec.Struct]]] = {
+    kind.__name__: kind for kind in (AsyncActor, ResourceFlavor, ResourcePool, Cohort, ActorGroup)
 }
-_REF_PREFIX: Final = "#/$defs/"
-_ROOT_FIELDS: Final = ("apiVersion", "kind", "metadata")
-
-
-def validations_of(cls: type[msgspec.Struct]) -> tuple[Validation, ...]:
-    """The CEL rules a model Struct declares on itself (none for most)."""
-    rules: tuple[Validation, ...] = getattr(cls, "VALIDATIONS", ())
-    return rules
-
-
-def structural_schema(root: type[msgspec.Struct]) -> dict[str, Any]:
-    """The structural openAPIV3Schema of the custom resource `root` (AsyncActor, ...)."""
-    (ref,), defs = msgspec.json.schema_components([root], ref_template=_REF_PREFIX + "{name}")
-    schema = _convert(ref, defs)
-    # The API server owns these: typed, never defaulted; metadata is validated by the server,
-    # and the CEL rules on the root may read its name.
-    for name in _ROOT_FIELDS:
-        schema["properties"][name] = {
-            "type": schema["properties"][name]["type"],
-            "description": schema["properties"][name]["description"],
-        }
-    return schema
-
-
-def _convert(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
-    if "$ref" in node:
-        name = node["$ref"].removeprefix(_REF_PREFIX)
-        # An enum (a closed set of strings, such as QueueingStrategy) is inlined as it is.
-        inner = _convert_struct(name, defs) if name in _MODEL else _convert(defs[name], defs)
-        return _merge(inner, {k: v for k, v in node.items() if k != "$ref"})
-    if "anyOf" in node:
-        branches = [b for b in node["anyOf"] if b.get("type") != "null"]
-        rest = {k: v for k, v in node.items() if k != "anyOf"}
-        if len(branches) == 1:
-            return _merge(_convert(branches[0], defs), rest)
-        return _merge(_int_or_string(branches), rest)
-    out = {k: v for k, v in node.items() if k != "title"}
-    if "enum" in out and "type" not in out:
-        out["type"] = "string"
-    if "items" in out:
-        out["items"] = _convert(out["items"], defs)
-    if isinstance(out.get("additionalProperties"), dict):
-        out["additionalProperties"] = _convert(out["additionalProperties"], defs)
-    if (
-        out.get("type") == "object"
-        and "properties" not in out
-        and "additionalProperties" not in out
-    ):
-        out["x-kubernetes-preserve-unknown-fields"] = True
-    if out.get("default") in (None, [], {}):
-        out.pop("default", None)
-    if "description" in out:
-        out["description"] = inspect.cleandoc(out["description"])
-    return out
-
-
-def _convert_struct(name: str, defs: dict[str, Any]) -> dict[str, Any]:
-    cls = _MODEL[name]
-    component = defs[name]
-    properties = {key: _convert(value, defs) for key, value in component["properties"].items()}
-    for field in msgspec.structs.fields(cls):
-        # A sub-object with a default of its own: `{}`, which the API server fills in from the
-        # sub-object's own defaults.
-        if (
-            field.default_factory is not msgspec.NODEFAULT
-            and properties[field.encode_name].get("type") == "object"
-            and "properties" in properties[field.encode_name]
-        ):
-            properties[field.encode_name]["default"] = {}
-    out: dict[str, Any] = {
-        "type": "object",
-        "description": inspect.cleandoc(component.get("description", name)),
-        "properties": properties,
-    }
-    if component.get("required"):
-        out["required"] = component["required"]
-    rules = validations_of(cls)
-    if rules:
-        out["x-kubernetes-validations"] = [msgspec.to_builtins(rule) for rule in rules]
-    return out
-
-
-def _int_or_string(branches: list[dict[str, Any]]) -> dict[str, Any]:
-    # A Kubernetes quantity: `2` or "500m". The structural form puts the pattern outside anyOf.
-    types = sorted(b.get("type", "") for b in branches)
-    if types != ["integer", "string"]:
-        raise TypeError(f"no structural form for a union of {types}")
-    out: dict[str, Any] = {
-        "anyOf": [{"type": "integer"}, {"type": "string"}],
-        "x-kubernetes-int-or-string": True,
-    }
-    for branch in branches:
-        if "pattern" in branch:
-            out["pattern"] = branch["pattern"]
-    return out
-
-
-def _merge(inner: dict[str, Any], outer: dict[str, Any]) -> dict[str, Any]:
-    # Keys given where a type is used (description, default) win over the type's own.
-    merged = {**inner, **outer}
-    if merged.get("default") in (None, []) or (
-        merged.get("default") == {} and "properties" not in merged
-    ):
-        merged.pop("default", None)
-    if "description" in merged:
-        merged["description"] = inspect.cleandoc(merged["description"])
-    return merged
 
 
 def _crd(
@@ -399,7 +221,7 @@ def file_name(crd: dict[str, Any]) -> str:
 
 def render(crd: dict[str, Any]) -> str:
     """The CRD as the YAML file it is committed as, with a do-not-edit header."""
-    module = _MODEL[crd["spec"]["names"]["kind"]].__module__.replace(".", "/")
+    module = _KINDS[crd["spec"]["names"]["kind"]].__module__.replace(".", "/")
     header = (
         f"# Generated from operator/{module}.py; do not edit by hand.\n# Regenerate: {REGENERATE}\n"
     )

@@ -23,7 +23,7 @@ import msgspec
 from asya.actor import ActorOptions
 from asya.admission.readiness import GangPhase, ReadinessPolicy
 from asya.envelope import ACTOR_NAME_PATTERN
-from asya_operator.api.actor import (
+from asya_operator.api.template import (
     GROUP,
     HANDLER_PATTERN,
     LIST_MAP_BY_NAME,

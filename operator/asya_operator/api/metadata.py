@@ -7,13 +7,34 @@ selector can never disagree. Pure: values in, values out.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
-from asya_operator.api.actor import AsyncActor
-from asya_operator.api.group import ActorGroup
+from asya_operator.api.template import BrokerRef
 
-Owner = AsyncActor | ActorGroup
-"""A CR the operator makes objects for."""
+
+class OwnerSpec(Protocol):
+    """What an owner's spec has that the objects made for it need."""
+
+    @property
+    def broker(self) -> BrokerRef: ...
+
+
+class Owner(Protocol):
+    """A CR the operator makes objects for (an AsyncActor, an ActorGroup): what an owner
+    reference, a name or an Event needs of it."""
+
+    @property
+    def api_version(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def metadata(self) -> dict[str, Any]: ...
+
+    @property
+    def spec(self) -> OwnerSpec: ...
+
 
 ACTOR_LABEL: Final = "asya.sh/actor"
 """Label naming the actor a pod serves; the Deployment's selector is built on it."""
@@ -34,13 +55,13 @@ PLACEHOLDER_NAMESPACE: Final = "default"
 """The namespace of a CR that names none (as kubectl applies it)."""
 
 
-def actor_name(actor: AsyncActor) -> str:
+def actor_name(actor: Owner) -> str:
     """The actor's name: the AsyncActor's `metadata.name` (and its queue's last part)."""
     name: str = actor.metadata["name"]
     return name
 
 
-def actor_namespace(actor: AsyncActor, default: str = PLACEHOLDER_NAMESPACE) -> str:
+def actor_namespace(actor: Owner, default: str = PLACEHOLDER_NAMESPACE) -> str:
     """The AsyncActor's Kubernetes namespace, which is also asya's namespace (ASYA_NAMESPACE).
 
     The two are the same string: a namespace name is a DNS-1123 label, exactly the pattern

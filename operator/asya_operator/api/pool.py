@@ -26,7 +26,7 @@ from asya.admission.model import (
     ReclaimWithinCohort,
     WithinPool,
 )
-from asya_operator.api.actor import (
+from asya_operator.api.template import (
     GROUP,
     LIST_MAP_BY_NAME,
     QUANTITY_PATTERN,

@@ -51,15 +51,10 @@ from asya.health import HealthServer
 from asya_operator import kube as cluster
 from asya_operator import metrics
 from asya_operator.api import decoding as cr_decoding
-from asya_operator.api.actor import (
-    BROKER_AMQP_URL_KEY,
-    DEFAULT_BROKER_SECRET,
-    GROUP,
-    VERSION,
-    AsyncActor,
-)
+from asya_operator.api.actor import AsyncActor
 from asya_operator.api.decoding import StoredSpecError
 from asya_operator.api.metadata import ACTOR_COMPONENT, MANAGED_BY, Owner, actor_name
+from asya_operator.api.template import BROKER_AMQP_URL_KEY, DEFAULT_BROKER_SECRET, GROUP, VERSION
 from asya_operator.config import OperatorConfig, load_operator_config
 from asya_operator.handlers import groups as _group_handlers  # noqa: F401  (registers them)
 from asya_operator.kube import ACTORS_PLURAL, COHORTS_PLURAL, POOLS_PLURAL

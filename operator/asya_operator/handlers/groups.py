@@ -25,9 +25,9 @@ import kopf
 from asya import typeinfo
 from asya.errors import TransportError
 from asya_operator import kube as cluster
-from asya_operator.api.actor import BROKER_AMQP_URL_KEY, GROUP, VERSION
 from asya_operator.api.group import ActorGroup, member_actor
 from asya_operator.api.metadata import GROUP_COMPONENT, MANAGED_BY
+from asya_operator.api.template import BROKER_AMQP_URL_KEY, GROUP, VERSION
 from asya_operator.config import OperatorConfig
 from asya_operator.kube import GROUPS_PLURAL
 from asya_operator.operator import registry

@@ -23,14 +23,8 @@ import msgspec
 
 from asya.routing import END_ACTORS
 from asya.settings import env_var
-from asya_operator.api.actor import (
-    BROKER_AMQP_URL_KEY,
-    ActorResources,
-    AsyncActor,
-    EnvVar,
-    ResourceFlavor,
-    Taint,
-)
+from asya_operator.api.actor import AsyncActor
+from asya_operator.api.flavor import ResourceFlavor, Taint
 from asya_operator.api.metadata import (
     ACTOR_COMPONENT,
     END_ACTOR_COMPONENT,
@@ -39,6 +33,7 @@ from asya_operator.api.metadata import (
     object_meta,
     selector_labels,
 )
+from asya_operator.api.template import BROKER_AMQP_URL_KEY, ActorResources, EnvVar
 from asya_operator.config import OperatorConfig
 from asya_operator.plans.scaling import running_replicas
 

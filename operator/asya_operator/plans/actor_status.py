@@ -15,14 +15,10 @@ from typing import Any, Final
 
 import msgspec
 
-from asya_operator.api.actor import (
-    BROKER_AMQP_URL_KEY,
-    BROKER_MANAGEMENT_URL_KEY,
-    AsyncActor,
-    Condition,
-    ResourceFlavor,
-)
+from asya_operator.api.actor import AsyncActor
+from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.metadata import actor_name, selector_string
+from asya_operator.api.template import BROKER_AMQP_URL_KEY, BROKER_MANAGEMENT_URL_KEY, Condition
 from asya_operator.plans.actor_objects import placement_flavor
 from asya_operator.plans.scaling import desired_replicas, running_replicas
 from asya_operator.plans.workloads import ActorAdmission

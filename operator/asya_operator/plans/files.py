@@ -23,10 +23,12 @@ from asya import typeinfo
 from asya.envelope import ACTOR_NAME_MAX_LENGTH, ACTOR_NAME_PATTERN
 from asya.errors import AsyaError
 from asya.routing import END_ACTORS
-from asya_operator.api.actor import GROUP, VERSION, AsyncActor, ResourceFlavor
+from asya_operator.api.actor import AsyncActor
+from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.group import ActorGroup, desired_instances
 from asya_operator.api.metadata import Owner, actor_name, actor_namespace
 from asya_operator.api.pool import Cohort, ResourcePool
+from asya_operator.api.template import GROUP, VERSION
 from asya_operator.config import OperatorConfig
 from asya_operator.plans.actor_objects import plan_deployment, plan_end_actors
 from asya_operator.plans.group_objects import plan_group

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from asya.settings import env_var
-from asya_operator.api.actor import ResourceFlavor
+from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.group import ActorGroup, GroupMember, member_actor
 from asya_operator.api.metadata import GROUP_COMPONENT, labels, object_meta
 from asya_operator.config import OperatorConfig

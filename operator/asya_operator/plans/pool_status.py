@@ -19,8 +19,8 @@ from typing import Any
 
 from asya.admission.quantity import format_quantity, parse_quantity
 from asya.errors import AdmissionError
-from asya_operator.api.actor import ActorResources
 from asya_operator.api.pool import ResourcePool
+from asya_operator.api.template import ActorResources
 from asya_operator.plans.whatif import requests_document
 from asya_operator.plans.workloads import Decisions, PooledActor, PooledGroup
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 from typing import Any, Final
 
 from asya.queue_names import queue_name
-from asya_operator.api.actor import BROKER_MANAGEMENT_URL_KEY, ActorScaling, AsyncActor
+from asya_operator.api.actor import AsyncActor
 from asya_operator.api.group import ActorGroup, member_actor
 from asya_operator.api.metadata import ACTOR_COMPONENT, GROUP_COMPONENT, actor_name, object_meta
+from asya_operator.api.template import BROKER_MANAGEMENT_URL_KEY, ActorScaling
 
 KEDA_API_VERSION: Final = "keda.sh/v1alpha1"
 

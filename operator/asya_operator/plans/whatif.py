@@ -27,7 +27,6 @@ import yaml
 from asya.admission.model import Scenario, load_scenario
 from asya.admission.scheduler import SimulationResult
 from asya.errors import AdmissionError
-from asya_operator.api.actor import ActorResources
 from asya_operator.api.group import GroupMember, desired_instances, known_instances
 from asya_operator.api.group import held as held_quota
 from asya_operator.api.metadata import actor_name
@@ -38,6 +37,7 @@ from asya_operator.api.pool import (
     ResourcePool,
     ResourceQuota,
 )
+from asya_operator.api.template import ActorResources
 from asya_operator.plans.files import CrError, Crs
 
 NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"

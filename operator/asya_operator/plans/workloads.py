@@ -44,9 +44,9 @@ from asya.admission.model import load_scenario
 from asya.admission.quantity import parse_quantity
 from asya.admission.scheduler import SimulationResult, simulate
 from asya.errors import AdmissionError
-from asya_operator.api.actor import ActorResources
 from asya_operator.api.group import MemberHold
 from asya_operator.api.pool import Cohort, ResourcePool
+from asya_operator.api.template import ActorResources
 from asya_operator.plans import whatif as scenario
 
 ActorKey = tuple[str, str]

@@ -22,7 +22,7 @@ import kopf
 import msgspec
 
 from asya_operator import kube as cluster
-from asya_operator.api.actor import ResourceFlavor
+from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.group import HOLDING, ActorGroup, InstanceStatus, held, known_instances
 from asya_operator.config import OperatorConfig
 from asya_operator.plans.actor_status import Problem
