@@ -29,7 +29,8 @@ from asya.errors import SettingsError
 from asya.settings import ProcessSettings, load_settings
 from asya_operator.api.metadata import PLACEHOLDER_NAMESPACE
 from asya_operator.config import DEFAULT_SIDECAR_IMAGE, OperatorConfig, load_operator_config
-from asya_operator.plans.files import CrError, Crs, Document, PlannedObject, plan_objects, read_crs
+from asya_operator.plans.files import CrError, Crs, Document, read_crs
+from asya_operator.plans.objects import PlannedObject, plan_objects
 from asya_operator.plans.whatif import decisions, render_decisions, snapshot_of
 
 _PLAN_HELP = (

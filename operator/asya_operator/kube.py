@@ -29,11 +29,17 @@ from asya_operator.api.actor import AsyncActor
 from asya_operator.api.decoding import decodable
 from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.group import ActorGroup
-from asya_operator.api.metadata import GROUP_COMPONENT, MANAGED_BY, Owner
+from asya_operator.api.metadata import (
+    GROUP_COMPONENT,
+    GROUP_LABEL,
+    INSTANCE_LABEL,
+    MANAGED_BY,
+    MEMBER_LABEL,
+    Owner,
+)
 from asya_operator.api.pool import Cohort, ResourcePool
 from asya_operator.api.template import GROUP, VERSION
-from asya_operator.plans.actor_objects import placement_flavor
-from asya_operator.plans.group_objects import GROUP_LABEL, INSTANCE_LABEL, MEMBER_LABEL
+from asya_operator.plans.pods import placement_flavor
 
 FIELD_MANAGER: Final = "asya-operator"
 """Who the operator's server-side applies are recorded as."""

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from asya_operator.config import DEFAULT_SIDECAR_IMAGE, OperatorConfig
-from asya_operator.plans.actor_objects import RUNTIME_COMMAND, SIDECAR_COMMAND
+from asya_operator.plans.pods import RUNTIME_COMMAND, SIDECAR_COMMAND
 
 from tests.images.dockerfiles import REPO, Dockerfile, dockerignore_patterns, is_ignored, parse
 

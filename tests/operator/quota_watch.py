@@ -18,9 +18,8 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from asya_operator.api.metadata import ACTOR_COMPONENT, GROUP_COMPONENT
-from asya_operator.plans.actor_objects import RUNTIME_CONTAINER
-from asya_operator.plans.group_objects import GROUP_LABEL
+from asya_operator.api.metadata import ACTOR_COMPONENT, GROUP_COMPONENT, GROUP_LABEL
+from asya_operator.plans.pods import RUNTIME_CONTAINER
 
 from asya.admission.quantity import parse_quantity
 from tests.operator.controller_world import ACTORS, DEPLOYMENTS, GROUPS, STATEFULSETS

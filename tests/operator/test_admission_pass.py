@@ -8,8 +8,8 @@ from typing import Any
 import msgspec
 from asya_operator.api.pool import Cohort, ResourcePool
 from asya_operator.api.template import ActorResources
+from asya_operator.plans.admission import admit as admit_all
 from asya_operator.plans.workloads import ActorAdmission, PooledActor
-from asya_operator.plans.workloads import admit as admit_all
 
 
 def pool(

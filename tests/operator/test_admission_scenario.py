@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from asya_operator.api.pool import NamespaceSelector
 from asya_operator.plans.files import CrError, Document, read_crs
-from asya_operator.plans.whatif import decisions, selects, snapshot_of
+from asya_operator.plans.quota import selects
+from asya_operator.plans.whatif import decisions, snapshot_of
 
 from asya.admission.model import Pool, Preemption
 from asya.admission.scheduler import simulate

@@ -9,7 +9,8 @@ from pathlib import Path
 import yaml
 from asya_operator.cli import main, render
 from asya_operator.config import OperatorConfig
-from asya_operator.plans.files import Document, plan_objects, read_crs
+from asya_operator.plans.files import Document, read_crs
+from asya_operator.plans.objects import plan_objects
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "operator"
 POOL = """\

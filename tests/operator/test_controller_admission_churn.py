@@ -21,8 +21,9 @@ import msgspec
 import pytest
 from asya_operator.api.actor import AsyncActor
 from asya_operator.api.pool import ResourcePool
+from asya_operator.plans.admission import admit
 from asya_operator.plans.scaling import admitted_replicas, desired_replicas
-from asya_operator.plans.workloads import PooledActor, admit
+from asya_operator.plans.workloads import PooledActor
 
 from tests.operator.controller_world import ACTORS, DEPLOYMENTS, WAIT_S
 from tests.operator.quota_watch import POOLS

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from asya_operator.api.template import ActorResources
-from asya_operator.plans.workloads import InstanceAdmission, PooledGroup, PooledMember, admit
+from asya_operator.plans.admission import admit
+from asya_operator.plans.workloads import InstanceAdmission, PooledGroup, PooledMember
 
 from tests.operator.test_admission_pass import actor, cohort, pool
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from asya_operator.config import OperatorConfig
-from asya_operator.plans.actor_objects import placement_flavor, plan_deployment
+from asya_operator.plans.actor_objects import plan_deployment
 from asya_operator.plans.actor_status import (
     admission_changed,
     pending_since,
     plan_admission_status,
     plan_status,
 )
+from asya_operator.plans.pods import placement_flavor
 from asya_operator.plans.scaling import running_replicas
 from asya_operator.plans.workloads import ActorAdmission
 

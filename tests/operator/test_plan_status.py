@@ -6,14 +6,13 @@ from datetime import UTC, datetime
 
 import pytest
 from asya_operator.plans.actor_status import (
-    Problem,
-    Reason,
     broker_unreachable,
     find_problems,
     kept_problems,
     newly_degraded,
     plan_status,
 )
+from asya_operator.plans.conditions import Problem, Reason
 
 from tests.operator.plan_builders import async_actor, resource_flavor
 

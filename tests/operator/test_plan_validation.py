@@ -6,7 +6,8 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 from asya_operator.config import OperatorConfig
-from asya_operator.plans.files import Crs, plan_objects
+from asya_operator.plans.files import Crs
+from asya_operator.plans.objects import plan_objects
 
 from tests.operator.cr_validation import schema_errors, unknown_fields
 from tests.operator.plan_builders import KEDA_CRD_FILES, async_actor, keda_schema, resource_flavor

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from asya_operator.plans.admission import admit
 from asya_operator.plans.pool_status import plan_pool_statuses
-from asya_operator.plans.workloads import admit
 
 from tests.operator.test_admission_pass import actor, pool
 

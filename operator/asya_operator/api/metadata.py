@@ -130,3 +130,16 @@ def object_meta(
     if refs:
         meta["ownerReferences"] = refs
     return meta
+
+
+GROUP_LABEL: Final = "asya.sh/group"
+"""Label naming the ActorGroup an object (a StatefulSet, a Service, a pod) is made for."""
+INSTANCE_LABEL: Final = "asya.sh/instance"
+"""Label naming the gang instance (0, 1, ...) an object of a group is made for."""
+MEMBER_LABEL: Final = "asya.sh/member"
+"""Label naming the group member a StatefulSet and its pods run."""
+
+
+def group_selector(group: str) -> str:
+    """The selector of every pod of the group, as the scale subresource wants it."""
+    return f"app.kubernetes.io/component={GROUP_COMPONENT},{GROUP_LABEL}={group}"

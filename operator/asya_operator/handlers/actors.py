@@ -59,16 +59,14 @@ from asya_operator.config import OperatorConfig, load_operator_config
 from asya_operator.handlers import groups as _group_handlers  # noqa: F401  (registers them)
 from asya_operator.kube import ACTORS_PLURAL, COHORTS_PLURAL, POOLS_PLURAL
 from asya_operator.operator import registry
-from asya_operator.plans.actor_objects import plan_end_actors
+from asya_operator.plans.actor_objects import end_actor_owners, plan_actor, plan_end_actors
 from asya_operator.plans.actor_status import (
-    Problem,
-    Reason,
     broker_unreachable,
     newly_degraded,
     plan_refused_status,
     plan_status,
 )
-from asya_operator.plans.files import end_actor_owners, plan_actor
+from asya_operator.plans.conditions import Problem, Reason
 from asya_operator.queues import declare_actor_queues, release_queues
 from asya_operator.reconcile import actors as actor_sync
 from asya_operator.reconcile.admission import ReadinessClock, post_event, run_pass

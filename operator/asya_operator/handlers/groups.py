@@ -31,8 +31,7 @@ from asya_operator.api.template import BROKER_AMQP_URL_KEY, GROUP, VERSION
 from asya_operator.config import OperatorConfig
 from asya_operator.kube import GROUPS_PLURAL
 from asya_operator.operator import registry
-from asya_operator.plans.actor_objects import plan_end_actors
-from asya_operator.plans.files import end_actor_owners
+from asya_operator.plans.actor_objects import end_actor_owners, plan_end_actors
 from asya_operator.queues import declare_actor_queues, release_queues
 from asya_operator.reconcile import actors as actor_sync
 from asya_operator.reconcile import groups as group_sync

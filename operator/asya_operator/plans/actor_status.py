@@ -7,64 +7,30 @@ flavor, named) in; the `status` to write out. The time a condition changed is an
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any
 
 import msgspec
 
 from asya_operator.api.actor import AsyncActor
 from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.metadata import actor_name, selector_string
-from asya_operator.api.template import BROKER_AMQP_URL_KEY, BROKER_MANAGEMENT_URL_KEY, Condition
-from asya_operator.plans.actor_objects import placement_flavor
+from asya_operator.api.template import Condition
+from asya_operator.plans.conditions import (
+    RFC3339,
+    Problem,
+    Reason,
+    conditions_at,
+    secret_problems,
+)
+from asya_operator.plans.pods import placement_flavor
 from asya_operator.plans.scaling import desired_replicas, running_replicas
 from asya_operator.plans.workloads import ActorAdmission
-
-
-class Reason(enum.StrEnum):
-    """Why a condition is as it is (a condition's `reason`)."""
-
-    SECRET_NOT_FOUND = "SecretNotFound"
-    SECRET_KEY_MISSING = "SecretKeyMissing"
-    FLAVOR_NOT_FOUND = "FlavorNotFound"
-    BROKER_UNREACHABLE = "BrokerUnreachable"
-    AS_EXPECTED = "AsExpected"
-    REPLICAS_READY = "ReplicasReady"
-    REPLICAS_NOT_READY = "ReplicasNotReady"
-    SCALED_TO_ZERO = "ScaledToZero"
-    SCALING_UP = "ScalingUp"
-    SCALING_DOWN = "ScalingDown"
-    STABLE = "Stable"
-    QUOTA_RESERVED = "QuotaReserved"
-    PENDING = "Pending"
-    ADMITTED = "Admitted"
-    PREEMPTED = "Preempted"
-    NOT_PREEMPTED = "NotPreempted"
-    PODS_READY = "PodsReady"
-    PODS_NOT_READY = "PodsNotReady"
-    EVICTED = "PodsReadyTimeout"
-    NOT_EVICTED = "NotEvicted"
-    DEACTIVATED = "Deactivated"
-    NO_POOL = "NoPool"
-    NAME_TAKEN = "NameTaken"
-    RECONCILING = "Reconciling"
-    INVALID_SPEC = "InvalidSpec"
-
 
 ADMISSION_CONDITIONS = ("QuotaReserved", "Admitted", "Preempted")
 """The conditions an actor with a pool has besides Ready, Scaling and Degraded: written by the
 admission pass, kept as they are by everything else."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Problem:
-    """Something the actor needs that is not there; it leaves the actor Degraded."""
-
-    reason: Reason
-    message: str
 
 
 def find_problems(
@@ -90,25 +56,6 @@ def find_problems(
             )
         )
     return problems
-
-
-def secret_problems(
-    namespace: str, secret: str, secret_keys: Collection[str] | None
-) -> list[Problem]:
-    """What the broker Secret `namespace/secret` lacks, given its keys (None: no such Secret)."""
-    if secret_keys is None:
-        return [
-            Problem(
-                Reason.SECRET_NOT_FOUND,
-                f"Secret {namespace}/{secret} not found: create it with keys"
-                f" {BROKER_AMQP_URL_KEY} and {BROKER_MANAGEMENT_URL_KEY}",
-            )
-        ]
-    return [
-        Problem(Reason.SECRET_KEY_MISSING, f"Secret {namespace}/{secret} has no key {key}: add it")
-        for key in (BROKER_AMQP_URL_KEY, BROKER_MANAGEMENT_URL_KEY)
-        if key not in secret_keys
-    ]
 
 
 def broker_unreachable(error: object) -> Problem:
@@ -138,50 +85,6 @@ def newly_degraded(actor: AsyncActor, status: Mapping[str, Any]) -> dict[str, An
         if before is None or (before.status, before.reason) != ("True", condition["reason"]):
             return dict(condition)
     return None
-
-
-_RFC3339: Final = "%Y-%m-%dT%H:%M:%SZ"
-
-
-def _rfc3339(now: datetime) -> str:
-    return now.astimezone(UTC).strftime(_RFC3339)
-
-
-def conditions_at(
-    now: datetime, known: Sequence[Condition] | None
-) -> Callable[..., dict[str, Any]]:
-    """A maker of conditions at `now` that keep the transition time of `known`'s unchanged
-    ones: `make(kind, reason, message, is_true=...)`."""
-    at = _rfc3339(now)
-    previous = {c.type: c for c in known or ()}
-
-    def make(kind: str, reason: Reason, message: str, *, is_true: bool) -> dict[str, Any]:
-        return _condition(kind, reason, message, previous, at, is_true=is_true)
-
-    return make
-
-
-def _condition(
-    kind: str,
-    reason: Reason,
-    message: str,
-    previous: Mapping[str, Condition],
-    now: str,
-    *,
-    is_true: bool,
-) -> dict[str, Any]:
-    status = "True" if is_true else "False"
-    before = previous.get(kind)
-    since = now
-    if before is not None and before.status == status and before.last_transition_time:
-        since = before.last_transition_time
-    return {
-        "type": kind,
-        "status": status,
-        "reason": str(reason),
-        "message": message,
-        "lastTransitionTime": since,
-    }
 
 
 def plan_status(
@@ -342,6 +245,6 @@ def pending_since(status: Mapping[str, Any]) -> float | None:
     actor has had replicas waiting for quota. None while all are admitted."""
     for condition in status["conditions"]:
         if condition["type"] == "Admitted" and condition["status"] == "False":
-            stamp = datetime.strptime(condition["lastTransitionTime"], _RFC3339)
+            stamp = datetime.strptime(condition["lastTransitionTime"], RFC3339)
             return stamp.replace(tzinfo=UTC).timestamp()
     return None

@@ -25,14 +25,10 @@ from asya.errors import AsyaError
 from asya.routing import END_ACTORS
 from asya_operator.api.actor import AsyncActor
 from asya_operator.api.flavor import ResourceFlavor
-from asya_operator.api.group import ActorGroup, desired_instances
-from asya_operator.api.metadata import Owner, actor_name, actor_namespace
+from asya_operator.api.group import ActorGroup
+from asya_operator.api.metadata import actor_name, actor_namespace
 from asya_operator.api.pool import Cohort, ResourcePool
 from asya_operator.api.template import GROUP, VERSION
-from asya_operator.config import OperatorConfig
-from asya_operator.plans.actor_objects import plan_deployment, plan_end_actors
-from asya_operator.plans.group_objects import plan_group
-from asya_operator.plans.scaling import plan_scaled_object, plan_trigger_authentication
 
 _API_VERSION = f"{GROUP}/{VERSION}"
 _Cr = AsyncActor | ResourceFlavor | ResourcePool | Cohort | ActorGroup
@@ -55,14 +51,6 @@ class Document:
 
     source: str
     body: Any
-
-
-@dataclasses.dataclass(frozen=True)
-class PlannedObject:
-    """An object the operator would create, and what it is created for."""
-
-    origin: str
-    body: dict[str, Any]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,75 +191,3 @@ def read_crs(documents: Iterable[Document], default_namespace: str) -> Crs:
                 " ResourceFlavor (the operator would leave the actor Degraded, FlavorNotFound)"
             )
     return crs
-
-
-def plan_objects(crs: Crs, config: OperatorConfig) -> list[PlannedObject]:
-    """Every object the operator would create for `crs`, actor by actor, then end actors.
-
-    Raises:
-        CrError: the actors of one namespace name different broker Secrets.
-    """
-    planned = []
-    by_namespace: dict[str, list[Owner]] = {}
-    for namespace, actor in crs.actors:
-        origin = f"AsyncActor {namespace}/{actor_name(actor)}"
-        flavor = None if actor.spec.flavor is None else crs.flavors[actor.spec.flavor]
-        for body in (
-            plan_deployment(actor, namespace, flavor, config),
-            plan_trigger_authentication(actor, namespace),
-            plan_scaled_object(actor, namespace),
-        ):
-            planned.append(PlannedObject(origin, body))
-        by_namespace.setdefault(namespace, []).append(actor)
-    for namespace, group in crs.groups:
-        origin = f"ActorGroup {namespace}/{group.metadata['name']}"
-        for body in plan_group(group, namespace, _full_size(group), crs.flavors, config):
-            planned.append(PlannedObject(origin, body))
-        by_namespace.setdefault(namespace, []).append(group)
-    for namespace, actors in sorted(by_namespace.items()):
-        try:
-            ends = plan_end_actors(namespace, actors, config)
-        except ValueError as exc:
-            raise CrError(str(exc)) from exc
-        planned += [PlannedObject(f"the end actors of namespace {namespace}", e) for e in ends]
-    return planned
-
-
-def _full_size(group: ActorGroup) -> dict[int, dict[str, tuple[str | None, int]]]:
-    """Every instance of `group` at every member's full size, in its template's flavor (with a
-    pool, admission may choose a flavor where the template names none, or admit fewer)."""
-    members = {m.name: (m.template.flavor, m.replicas) for m in group.spec.members}
-    return {instance: dict(members) for instance in range(desired_instances(group))}
-
-
-def plan_actor(
-    actor: AsyncActor, namespace: str, flavor: ResourceFlavor | None, config: OperatorConfig
-) -> list[dict[str, Any]]:
-    """What the controller applies for one AsyncActor: its Deployment, TriggerAuthentication
-    (before the ScaledObject that refers to it) and ScaledObject.
-
-    Raises:
-        ValueError: `flavor` is not the one the actor names.
-    """
-    return [
-        plan_deployment(actor, namespace, flavor, config),
-        plan_trigger_authentication(actor, namespace),
-        plan_scaled_object(actor, namespace),
-    ]
-
-
-def end_actor_owners(
-    listed: Iterable[Owner],
-    *,
-    current: Owner | None = None,
-    leaving: tuple[str, str] | None = None,
-) -> list[Owner]:
-    """The AsyncActors and ActorGroups that own a namespace's end actors: those `listed`, with
-    `current` in its newest version (a list may predate it), without the one `leaving` (kind,
-    name: being deleted)."""
-    owners = {(o.kind, o.metadata["name"]): o for o in listed}
-    if current is not None:
-        owners[current.kind, current.metadata["name"]] = current
-    if leaving is not None:
-        owners.pop(leaving, None)
-    return [owners[key] for key in sorted(owners)]

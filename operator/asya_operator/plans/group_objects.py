@@ -25,9 +25,16 @@ from typing import Any, Final
 from asya.settings import env_var
 from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.group import ActorGroup, GroupMember, member_actor
-from asya_operator.api.metadata import GROUP_COMPONENT, labels, object_meta
+from asya_operator.api.metadata import (
+    GROUP_COMPONENT,
+    GROUP_LABEL,
+    INSTANCE_LABEL,
+    MEMBER_LABEL,
+    labels,
+    object_meta,
+)
 from asya_operator.config import OperatorConfig
-from asya_operator.plans.actor_objects import (
+from asya_operator.plans.pods import (
     actor_volumes,
     env_entry,
     placement,
@@ -37,9 +44,6 @@ from asya_operator.plans.actor_objects import (
 )
 from asya_operator.plans.scaling import plan_group_keda
 
-GROUP_LABEL: Final = "asya.sh/group"
-INSTANCE_LABEL: Final = "asya.sh/instance"
-MEMBER_LABEL: Final = "asya.sh/member"
 POD_INDEX_LABEL: Final = "apps.kubernetes.io/pod-index"
 """The label a StatefulSet's controller puts on each pod: its ordinal (Kubernetes 1.28+)."""
 
@@ -55,11 +59,6 @@ def statefulset_name(group: str, member: str, instance: int) -> str:
 def service_name(group: str, instance: int) -> str:
     """`{group}-{instance}`: the headless Service naming one instance's pods."""
     return f"{group}-{instance}"
-
-
-def group_selector(group: str) -> str:
-    """The selector of every pod of the group, as the scale subresource wants it."""
-    return f"app.kubernetes.io/component={GROUP_COMPONENT},{GROUP_LABEL}={group}"
 
 
 def leader_address(group: ActorGroup, namespace: str, instance: int) -> str:

@@ -30,8 +30,8 @@ from asya_operator.api.group import (
     desired_instances,
     member_actor,
 )
-from asya_operator.plans.actor_status import Problem, Reason, conditions_at, secret_problems
-from asya_operator.plans.group_objects import group_selector
+from asya_operator.api.metadata import group_selector
+from asya_operator.plans.conditions import Problem, Reason, conditions_at, secret_problems
 
 
 def find_group_problems(

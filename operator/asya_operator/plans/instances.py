@@ -13,7 +13,7 @@ A pass over a group with a pool, as the controller runs it:
    a backed-off instance whose time has come queues again; a `asya.sh/reactivate` annotation
    not yet acted on puts deactivated instances back in the queue.
 2. `pooled_group`: the pending instances ask for quota, the admitted ones hold theirs.
-3. the engine decides (`asya_operator.plans.workloads.admit`);
+3. the engine decides (`asya_operator.plans.admission.admit`);
 4. `after_pass`: a newly admitted instance starts its readiness clock; a held one that lost
    its quota was preempted and queues again at once (preemption is not a readiness failure,
    so it does not count towards the backoff), as in Kueue.

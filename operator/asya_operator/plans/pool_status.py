@@ -21,7 +21,7 @@ from asya.admission.quantity import format_quantity, parse_quantity
 from asya.errors import AdmissionError
 from asya_operator.api.pool import ResourcePool
 from asya_operator.api.template import ActorResources
-from asya_operator.plans.whatif import requests_document
+from asya_operator.plans.quota import requests_document
 from asya_operator.plans.workloads import Decisions, PooledActor, PooledGroup
 
 _Usage = dict[tuple[str, str], int]

@@ -21,7 +21,6 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-import msgspec
 import yaml
 
 from asya.admission.model import Scenario, load_scenario
@@ -30,24 +29,15 @@ from asya.errors import AdmissionError
 from asya_operator.api.group import GroupMember, desired_instances, known_instances
 from asya_operator.api.group import held as held_quota
 from asya_operator.api.metadata import actor_name
-from asya_operator.api.pool import (
-    Cohort,
-    FlavorQuotas,
-    NamespaceSelector,
-    ResourcePool,
-    ResourceQuota,
-)
-from asya_operator.api.template import ActorResources
 from asya_operator.plans.files import CrError, Crs
-
-NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
-"""The label the API server gives every namespace: its name."""
-
-GPU_RESOURCE: Final = "nvidia.com/gpu"
-"""The resource an actor's `resources.gpus` requests."""
-
-ACTOR_POD_SET: Final = "replica"
-"""The one pod set of an AsyncActor's workload."""
+from asya_operator.plans.quota import (
+    ACTOR_POD_SET,
+    cohort_document,
+    namespace_labels,
+    pool_document,
+    requests_document,
+    workload_name,
+)
 
 _HEADER: Final = """\
 # ==== Admission what-if (offline) ========================================================
@@ -80,11 +70,6 @@ class Snapshot:
     origins: dict[str, WorkloadOrigin]
 
 
-def workload_name(namespace: str, name: str, instance: int | None = None) -> str:
-    """`ml-a/embed` for an AsyncActor, `ml-b/train[0]` for an ActorGroup's first instance."""
-    return f"{namespace}/{name}" if instance is None else f"{namespace}/{name}[{instance}]"
-
-
 def snapshot_of(crs: Crs) -> Snapshot:
     """The admission scenario `crs` describe, checked by the engine's own loader.
 
@@ -105,18 +90,6 @@ def snapshot_of(crs: Crs) -> Snapshot:
         return Snapshot(load_scenario(document), origins)
     except AdmissionError as exc:
         raise CrError(f"the admission scenario of these files: {exc}") from exc
-
-
-def requests_document(resources: ActorResources) -> dict[str, str | int]:
-    """What one replica with `resources` requests, as a scenario's pod set has it."""
-    requests: dict[str, str | int] = {}
-    if resources.cpu is not None:
-        requests["cpu"] = resources.cpu
-    if resources.memory is not None:
-        requests["memory"] = resources.memory
-    if resources.gpus:
-        requests[GPU_RESOURCE] = resources.gpus
-    return requests
 
 
 def _actor_workloads(crs: Crs, origins: dict[str, WorkloadOrigin]) -> list[dict[str, Any]]:
@@ -200,85 +173,6 @@ def _workload(
 def _namespace_labels(crs: Crs, origins: Iterable[WorkloadOrigin]) -> dict[str, dict[str, str]]:
     known = {o.namespace for o in origins} | set(crs.namespace_labels)
     return {ns: namespace_labels(ns, crs.namespace_labels.get(ns, {})) for ns in sorted(known)}
-
-
-def namespace_labels(namespace: str, labels: Mapping[str, str]) -> dict[str, str]:
-    """A namespace's labels as the API server has them: with its name under
-    `kubernetes.io/metadata.name`."""
-    return {**labels, NAMESPACE_NAME_LABEL: namespace}
-
-
-def selects(selector: NamespaceSelector, labels: Mapping[str, str]) -> bool:
-    """Whether a namespace with `labels` is one `selector` selects (metav1.LabelSelector)."""
-    for key, value in (selector.match_labels or {}).items():
-        if labels.get(key) != value:
-            return False
-    for requirement in selector.match_expressions or ():
-        present, values = requirement.key in labels, requirement.values or []
-        match requirement.operator:
-            case "In":
-                ok = present and labels[requirement.key] in values
-            case "NotIn":
-                ok = not present or labels[requirement.key] not in values
-            case "Exists":
-                ok = present
-            case _:
-                ok = not present
-        if not ok:
-            return False
-    return True
-
-
-def pool_selects(pool: ResourcePool, labels: Mapping[str, str]) -> bool:
-    """Whether `pool` admits workloads of a namespace with `labels` (unset or `{}`: any)."""
-    selector = pool.spec.namespace_selector
-    if selector is None or not (selector.match_labels or selector.match_expressions):
-        return True
-    return selects(selector, labels)
-
-
-def _quotas(quotas: list[FlavorQuotas] | None) -> list[dict[str, Any]]:
-    return [
-        {"flavor": fq.flavor, "resources": {q.name: _quota(q) for q in fq.resources}}
-        for fq in quotas or ()
-    ]
-
-
-def _quota(quota: ResourceQuota) -> dict[str, Any]:
-    out: dict[str, Any] = {"nominal": quota.nominal}
-    if quota.borrowing_limit is not None:
-        out["borrowingLimit"] = quota.borrowing_limit
-    if quota.lending_limit is not None:
-        out["lendingLimit"] = quota.lending_limit
-    return out
-
-
-def pool_document(
-    pool: ResourcePool, namespaces: Mapping[str, Mapping[str, str]]
-) -> dict[str, Any]:
-    """`pool` as a scenario's pool; its namespaceSelector becomes the list of those of
-    `namespaces` (name -> labels, see `namespace_labels`) it selects."""
-    spec = pool.spec
-    out: dict[str, Any] = {
-        "name": pool.metadata["name"],
-        "queueingStrategy": spec.queueing_strategy.value,
-        "preemption": msgspec.to_builtins(spec.preemption),
-        "quotas": _quotas(spec.quotas),
-    }
-    if spec.cohort is not None:
-        out["cohort"] = spec.cohort
-    selector = spec.namespace_selector
-    if selector is not None and (selector.match_labels or selector.match_expressions):
-        out["namespaces"] = [ns for ns, labels in namespaces.items() if pool_selects(pool, labels)]
-    return out
-
-
-def cohort_document(cohort: Cohort) -> dict[str, Any]:
-    """`cohort` as a scenario's cohort."""
-    out: dict[str, Any] = {"name": cohort.metadata["name"], "quotas": _quotas(cohort.spec.quotas)}
-    if cohort.spec.parent is not None:
-        out["parent"] = cohort.spec.parent
-    return out
 
 
 def decisions(snapshot: Snapshot, result: SimulationResult) -> dict[str, Any]:

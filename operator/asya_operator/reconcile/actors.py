@@ -18,14 +18,14 @@ from asya_operator.api.actor import AsyncActor
 from asya_operator.api.metadata import Owner, actor_name
 from asya_operator.config import OperatorConfig
 from asya_operator.kube import World
+from asya_operator.plans.actor_objects import plan_actor
 from asya_operator.plans.actor_status import (
-    Problem,
     find_problems,
     kept_problems,
     observed_generation,
     plan_status,
 )
-from asya_operator.plans.files import plan_actor
+from asya_operator.plans.conditions import Problem
 from asya_operator.plans.scaling import running_replicas
 
 

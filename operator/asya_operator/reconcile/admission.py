@@ -39,10 +39,11 @@ from asya_operator.config import OperatorConfig
 from asya_operator.kube import AdmissionWorld, MemberPods
 from asya_operator.plans import instances as gangs
 from asya_operator.plans.actor_status import admission_changed, pending_since, plan_admission_status
+from asya_operator.plans.admission import admit
 from asya_operator.plans.instances import Change, Happened
 from asya_operator.plans.pool_status import plan_pool_statuses
 from asya_operator.plans.scaling import admitted_replicas, desired_replicas
-from asya_operator.plans.workloads import ActorAdmission, Decisions, PooledActor, PooledGroup, admit
+from asya_operator.plans.workloads import ActorAdmission, Decisions, PooledActor, PooledGroup
 from asya_operator.reconcile import actors as actor_sync
 from asya_operator.reconcile import groups as group_sync
 

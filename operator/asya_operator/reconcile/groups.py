@@ -25,7 +25,7 @@ from asya_operator import kube as cluster
 from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.group import HOLDING, ActorGroup, InstanceStatus, held, known_instances
 from asya_operator.config import OperatorConfig
-from asya_operator.plans.actor_status import Problem
+from asya_operator.plans.conditions import Problem
 from asya_operator.plans.group_objects import plan_group, service_name
 from asya_operator.plans.group_status import find_group_problems, plan_group_status
 

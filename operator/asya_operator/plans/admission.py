@@ -1,0 +1,411 @@
+"""What a pool's quota admits now: each elastic AsyncActor's replicas and each ActorGroup's gang
+instances. KEDA proposes, admission disposes.
+
+Pure: CRs and the workloads' current standing in, one decision per actor and per gang instance
+out; no kopf, no I/O. The controller reads the cluster, calls `admit`, sets each Deployment and
+StatefulSet to what was admitted and records it in the status (the next pass reads it back).
+
+The model. Both kinds become workloads of one `asya.admission` scenario, so one engine run
+weighs them against each other (priority, age, borrowing, preemption):
+- Each replica of an AsyncActor with `spec.pool` is one workload of one pod (pod set `replica`,
+  count 1, the actor's per-replica cpu, memory and nvidia.com/gpu), at the actor's priority.
+  Replica by replica because that is what the engine can preempt and release one at a time: a
+  higher-priority actor takes exactly the replicas it needs, a scale-down gives back exactly
+  the replicas that went, and replicas that hold quota are never reshuffled. Within an actor a
+  lower index is older, so the engine keeps the low indexes and evicts the high ones first.
+  Replicas `i < min(admitted, desired)` already hold quota (in `admitted_flavor`); replicas at
+  or beyond `desired` do not exist, so their quota is released at once. A Deployment has one
+  node selector, so every replica of an actor is restricted to one flavor: the one the actor
+  names; else the one it holds quota in; else the first of the pool's flavors with quota for
+  everything it requests. Quota held in a flavor the pool no longer has, or other than the one
+  the actor now names, is given up.
+- Each gang instance of an ActorGroup with `spec.pool` is one workload with one pod set per
+  member (its replicas, or down to its minReplicas), admitted whole or not at all. The caller
+  says which instances ask for quota (`pending`) and which hold it (`held`, with each member's
+  flavor and count): an instance backing off after an eviction is in neither. A held instance
+  whose quota no longer fits its CR (a flavor the pool lost, a member renamed or re-flavored)
+  gives it up and asks again. Lower instance indexes are older.
+- Age across workloads: the caller's `age` (creation order) first, then the index.
+- The engine runs until nothing changes; what holds quota at the end is admitted.
+- A workload that requests nothing is admitted in full, as Kueue admits one, provided its pool
+  exists, selects its namespace and has a flavor. A pool that does not exist or does not select
+  the namespace, or requests the engine cannot read, admit nothing for that actor or group and
+  leave the others alone. Should the scenario as a whole be refused (a cohort loop), nothing
+  grows and nothing held is lost: the engine's reason is every waiting workload's message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from asya.admission.model import load_scenario
+from asya.admission.quantity import parse_quantity
+from asya.admission.scheduler import SimulationResult, simulate
+from asya.errors import AdmissionError
+from asya_operator.api.group import MemberHold
+from asya_operator.api.pool import Cohort, ResourcePool
+from asya_operator.api.template import ActorResources
+from asya_operator.plans import quota
+from asya_operator.plans.workloads import (
+    ActorAdmission,
+    Decisions,
+    InstanceAdmission,
+    PooledActor,
+    PooledGroup,
+    PooledMember,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Origin:
+    """The actor replica or gang instance a workload of the scenario stands for."""
+
+    key: tuple[str, str]
+    index: int
+    is_group: bool
+
+    @property
+    def label(self) -> str:
+        namespace, name = self.key
+        return f"{namespace}/{name}[{self.index}]" if self.is_group else f"{namespace}/{name}"
+
+
+_NOTHING: Final = ActorAdmission(0, None, False, None, None)
+
+
+def admit(
+    pools: Sequence[ResourcePool],
+    cohorts: Sequence[Cohort],
+    namespace_labels: Mapping[str, Mapping[str, str]],
+    actors: Sequence[PooledActor],
+    groups: Sequence[PooledGroup] = (),
+) -> Decisions:
+    """One admission pass over every pooled actor and group: what each may run now.
+
+    `namespace_labels` maps a namespace to its labels (its name label is added here). Keyed by
+    (namespace, name), one entry per actor and group given, in the order given.
+    """
+    by_name = {p.metadata["name"]: p for p in pools}
+    decided = Decisions(actors={}, groups={})
+    gated_actors: list[tuple[PooledActor, ResourcePool]] = []
+    gated_groups: list[tuple[PooledGroup, ResourcePool]] = []
+    for actor in actors:
+        pool = by_name.get(actor.pool)
+        refusal = _refusal(actor.namespace, actor.pool, pool, namespace_labels, [actor.resources])
+        if refusal is not None or pool is None:
+            decided.actors[_key(actor)] = _refused(actor, refusal)
+        else:
+            gated_actors.append((actor, pool))
+    for group in groups:
+        pool = by_name.get(group.pool)
+        requests = [m.resources for m in group.members]
+        refusal = _refusal(group.namespace, group.pool, pool, namespace_labels, requests)
+        if refusal is not None or pool is None:
+            decided.groups[_key(group)] = _instances_refused(group, refusal)
+        else:
+            gated_groups.append((group, pool))
+    ran = _run(pools, cohorts, namespace_labels, gated_actors, gated_groups)
+    return Decisions(
+        actors={_key(a): (decided.actors | ran.actors)[_key(a)] for a in actors},
+        groups={_key(g): (decided.groups | ran.groups)[_key(g)] for g in groups},
+    )
+
+
+def _key(workload: PooledActor | PooledGroup) -> tuple[str, str]:
+    return workload.namespace, workload.name
+
+
+def _refusal(
+    namespace: str,
+    pool_name: str,
+    pool: ResourcePool | None,
+    labels: Mapping[str, Mapping[str, str]],
+    requests: Iterable[ActorResources],
+) -> str | None:
+    """Why nothing of a workload can be admitted whatever the quota, if that is so."""
+    if pool is None:
+        return f"pool {pool_name} does not exist (no ResourcePool of that name)"
+    if not quota.pool_selects(pool, _labels(namespace, labels)):
+        return (
+            f"pool {pool_name} does not admit namespace {namespace}"
+            " (its namespaceSelector does not select it)"
+        )
+    try:
+        for resources in requests:
+            for value in quota.requests_document(resources).values():
+                parse_quantity(value)
+    except AdmissionError as exc:
+        return f"resources: {exc}"
+    return None
+
+
+def _refused(actor: PooledActor, reason: str | None) -> ActorAdmission:
+    if actor.desired <= 0:
+        return _NOTHING
+    return dataclasses.replace(
+        _NOTHING, message=f"0 of {actor.desired} replicas admitted: {reason}"
+    )
+
+
+def _instances_refused(group: PooledGroup, reason: str | None) -> dict[int, InstanceAdmission]:
+    """Nothing admitted, held quota included: every instance waits with the reason."""
+    return {i: InstanceAdmission(None, message=reason) for i in _instances(group)}
+
+
+def _instances(group: PooledGroup) -> list[int]:
+    return sorted(set(group.pending) | set(group.held))
+
+
+def _run(
+    pools: Sequence[ResourcePool],
+    cohorts: Sequence[Cohort],
+    labels: Mapping[str, Mapping[str, str]],
+    actors: Sequence[tuple[PooledActor, ResourcePool]],
+    groups: Sequence[tuple[PooledGroup, ResourcePool]],
+) -> Decisions:
+    spaces = {a.namespace for a, _ in actors} | {g.namespace for g, _ in groups}
+    namespaces = {ns: _labels(ns, labels) for ns in sorted(spaces)}
+    origins: dict[str, _Origin] = {}
+    ordered: list[tuple[int, int, str, dict[str, Any]]] = []
+    for actor, pool in actors:
+        for index, workload in enumerate(_actor_workloads(actor, pool)):
+            origins[workload["name"]] = _Origin(_key(actor), index, is_group=False)
+            ordered.append((actor.age, index, workload["name"], workload))
+    for group, pool in groups:
+        for index, workload in _group_workloads(group, pool):
+            origins[workload["name"]] = _Origin(_key(group), index, is_group=True)
+            ordered.append((group.age, index, workload["name"], workload))
+    ordered.sort(key=lambda item: item[:3])
+    workloads = [dict(w, created=n) for n, (*_, w) in enumerate(ordered)]
+    document = {
+        "cohorts": [quota.cohort_document(c) for c in cohorts],
+        "pools": [quota.pool_document(p, namespaces) for p in pools],
+        "workloads": workloads,
+    }
+    try:
+        loaded = load_scenario(document)
+    except AdmissionError as exc:
+        return _held_only(actors, groups, str(exc))
+    return _read(simulate(loaded), actors, groups, origins)
+
+
+def _labels(namespace: str, labels: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    return quota.namespace_labels(namespace, labels.get(namespace, {}))
+
+
+def _held_only(
+    actors: Sequence[tuple[PooledActor, ResourcePool]],
+    groups: Sequence[tuple[PooledGroup, ResourcePool]],
+    reason: str,
+) -> Decisions:
+    """Admission could not run: keep what is held, admit nothing more."""
+    why = f"admission cannot run: {reason}"
+    decided = Decisions(actors={}, groups={})
+    for actor, pool in actors:
+        kept = min(actor.admitted, actor.desired) if _holds(actor, pool) else 0
+        message = None
+        if kept < actor.desired:
+            message = f"{kept} of {actor.desired} replicas admitted: {why}"
+        flavor = actor.admitted_flavor if kept else None
+        decided.actors[_key(actor)] = ActorAdmission(kept, flavor, False, message, None)
+    for group, pool in groups:
+        held = _held_instances(group, pool)
+        decided.groups[_key(group)] = {
+            i: InstanceAdmission(held[i]) if i in held else InstanceAdmission(None, message=why)
+            for i in _instances(group)
+        }
+    return decided
+
+
+# --- actors ------------------------------------------------------------------------------
+
+
+def _holds(actor: PooledActor, pool: ResourcePool) -> bool:
+    """Whether the quota the actor's status records still counts (see the module docstring)."""
+    held = actor.admitted_flavor
+    return (
+        actor.admitted > 0
+        and held is not None
+        and held in _flavors(pool)
+        and actor.flavor in (None, held)
+    )
+
+
+def _flavors(pool: ResourcePool) -> list[str]:
+    return [q.flavor for q in pool.spec.quotas or ()]
+
+
+def _flavor(actor: PooledActor, pool: ResourcePool) -> str | None:
+    """The one flavor every replica of `actor` is restricted to; None: the pool has no flavor
+    covering its requests (the engine then says so)."""
+    if actor.flavor is not None:
+        return actor.flavor
+    if _holds(actor, pool):
+        return actor.admitted_flavor
+    wanted = set(quota.requests_document(actor.resources))
+    for quotas in pool.spec.quotas or ():
+        if wanted <= {q.name for q in quotas.resources}:
+            return quotas.flavor
+    return None
+
+
+def _actor_workloads(actor: PooledActor, pool: ResourcePool) -> list[dict[str, Any]]:
+    """One workload per desired replica, the held ones marked admitted."""
+    flavor = _flavor(actor, pool)
+    held = min(actor.admitted, actor.desired) if _holds(actor, pool) else 0
+    pod_set: dict[str, Any] = {
+        "name": quota.ACTOR_POD_SET,
+        "count": 1,
+        "requests": quota.requests_document(actor.resources),
+    }
+    if flavor is not None:
+        pod_set["flavors"] = [flavor]
+    workloads = []
+    for index in range(max(0, actor.desired)):
+        workload = _workload(f"{actor.namespace}/{actor.name}#{index}", actor, [pod_set])
+        if index < held:
+            workload["admitted"] = [
+                {"podSet": quota.ACTOR_POD_SET, "flavor": flavor, "count": 1}
+            ]
+        workloads.append(workload)
+    return workloads
+
+
+def _workload(
+    name: str, owner: PooledActor | PooledGroup, pod_sets: list[dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "pool": owner.pool,
+        "namespace": owner.namespace,
+        "priority": owner.priority,
+        "podSets": pod_sets,
+    }
+
+
+# --- groups ------------------------------------------------------------------------------
+
+
+def _held_instances(group: PooledGroup, pool: ResourcePool) -> dict[int, dict[str, MemberHold]]:
+    """The held instances whose quota still counts: every member held, each in a flavor the
+    pool has and its template allows, within its replica bounds."""
+    flavors = set(_flavors(pool))
+    kept = {}
+    for instance, held in group.held.items():
+        if set(held) != {m.name for m in group.members}:
+            continue
+        if all(_member_holds(m, held[m.name], flavors) for m in group.members):
+            kept[instance] = {m.name: held[m.name] for m in group.members}
+    return kept
+
+
+def _member_holds(member: PooledMember, held: MemberHold, flavors: set[str]) -> bool:
+    flavor, count = held
+    least = member.replicas if member.min_replicas is None else member.min_replicas
+    allowed = flavor is not None and flavor in flavors and member.flavor in (None, flavor)
+    return allowed and least <= count <= member.replicas
+
+
+def _group_workloads(group: PooledGroup, pool: ResourcePool) -> list[tuple[int, dict[str, Any]]]:
+    """One workload per instance asking for or holding quota, the held ones marked admitted."""
+    held = _held_instances(group, pool)
+    pod_sets = [_member_pod_set(m) for m in group.members]
+    workloads = []
+    for instance in _instances(group):
+        name = quota.workload_name(group.namespace, group.name, instance)
+        workload = _workload(name, group, pod_sets)
+        if instance in held:
+            workload["admitted"] = [
+                {"podSet": member, "flavor": flavor, "count": count}
+                for member, (flavor, count) in held[instance].items()
+            ]
+        workloads.append((instance, workload))
+    return workloads
+
+
+def _member_pod_set(member: PooledMember) -> dict[str, Any]:
+    pod_set: dict[str, Any] = {
+        "name": member.name,
+        "count": member.replicas,
+        "requests": quota.requests_document(member.resources),
+    }
+    if member.min_replicas is not None:
+        pod_set["minCount"] = member.min_replicas
+    if member.flavor is not None:
+        pod_set["flavors"] = [member.flavor]
+    return pod_set
+
+
+# --- reading the engine's end state --------------------------------------------------------
+
+
+def _read(
+    result: SimulationResult,
+    actors: Sequence[tuple[PooledActor, ResourcePool]],
+    groups: Sequence[tuple[PooledGroup, ResourcePool]],
+    origins: Mapping[str, _Origin],
+) -> Decisions:
+    """Each actor's and instance's decision from the engine's end state."""
+    admitted = {result_held.workload: result_held for result_held in result.admitted}
+    pending = {p.workload: p.message for p in result.pending}
+    preempted_by = _preemptors(result, origins, admitted)
+    decided = Decisions(actors={}, groups={})
+    for actor, _pool in actors:
+        decided.actors[_key(actor)] = _actor_decision(actor, admitted, pending, preempted_by)
+    for group, _pool in groups:
+        instances = {}
+        for instance in _instances(group):
+            name = quota.workload_name(group.namespace, group.name, instance)
+            held = admitted.get(name)
+            if held is None:
+                instances[instance] = InstanceAdmission(
+                    None, message=pending[name], preempted_by=preempted_by.get(name)
+                )
+            else:
+                members = {member: (flavor, count) for member, flavor, count in held.pod_sets}
+                instances[instance] = InstanceAdmission(members, borrowing=held.borrowing)
+        decided.groups[_key(group)] = instances
+    return decided
+
+
+def _actor_decision(
+    actor: PooledActor,
+    admitted: Mapping[str, Any],
+    pending: Mapping[str, str],
+    preempted_by: Mapping[str, str],
+) -> ActorAdmission:
+    names = [f"{actor.namespace}/{actor.name}#{i}" for i in range(max(0, actor.desired))]
+    held = [admitted[n] for n in names if n in admitted]
+    waiting = [n for n in names if n not in admitted]
+    message = None
+    if waiting:
+        message = (
+            f"{len(held)} of {actor.desired} replicas admitted, {len(waiting)} waiting:"
+            f" {pending[waiting[0]]}"
+        )
+    return ActorAdmission(
+        admitted=len(held),
+        flavor=held[0].pod_sets[0][1] if held else None,
+        borrowing=any(h.borrowing for h in held),
+        message=message,
+        # The first preemptor of a replica the actor did not get back by the end of the pass.
+        preempted_by=next((preempted_by[n] for n in waiting if n in preempted_by), None),
+    )
+
+
+def _preemptors(
+    result: SimulationResult, origins: Mapping[str, _Origin], admitted: Mapping[str, Any]
+) -> dict[str, str]:
+    """Workload -> who took its quota, for each preempted workload that did not get quota back
+    by the end of the pass and was not preempted by its own actor or group."""
+    preempted_by: dict[str, str] = {}
+    for eviction in result.preempted:
+        victim, by = origins[eviction.workload], origins[eviction.preemptor]
+        if eviction.workload in admitted or eviction.workload in preempted_by:
+            continue
+        if by.key == victim.key and by.is_group == victim.is_group:
+            continue
+        preempted_by[eviction.workload] = by.label
+    return preempted_by

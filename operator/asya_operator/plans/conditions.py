@@ -1,0 +1,118 @@
+"""Conditions as every status of the operator writes them: reasons, problems, transition times.
+
+Pure. Shared by the statuses of AsyncActors (`actor_status`) and ActorGroups (`group_status`):
+a condition whose status did not change keeps the time it had; what a CR lacks is a `Problem`
+with a reason and a message naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from asya_operator.api.template import BROKER_AMQP_URL_KEY, BROKER_MANAGEMENT_URL_KEY, Condition
+
+
+class Reason(enum.StrEnum):
+    """Why a condition is as it is (a condition's `reason`)."""
+
+    SECRET_NOT_FOUND = "SecretNotFound"
+    SECRET_KEY_MISSING = "SecretKeyMissing"
+    FLAVOR_NOT_FOUND = "FlavorNotFound"
+    BROKER_UNREACHABLE = "BrokerUnreachable"
+    AS_EXPECTED = "AsExpected"
+    REPLICAS_READY = "ReplicasReady"
+    REPLICAS_NOT_READY = "ReplicasNotReady"
+    SCALED_TO_ZERO = "ScaledToZero"
+    SCALING_UP = "ScalingUp"
+    SCALING_DOWN = "ScalingDown"
+    STABLE = "Stable"
+    QUOTA_RESERVED = "QuotaReserved"
+    PENDING = "Pending"
+    ADMITTED = "Admitted"
+    PREEMPTED = "Preempted"
+    NOT_PREEMPTED = "NotPreempted"
+    PODS_READY = "PodsReady"
+    PODS_NOT_READY = "PodsNotReady"
+    EVICTED = "PodsReadyTimeout"
+    NOT_EVICTED = "NotEvicted"
+    DEACTIVATED = "Deactivated"
+    NO_POOL = "NoPool"
+    NAME_TAKEN = "NameTaken"
+    RECONCILING = "Reconciling"
+    INVALID_SPEC = "InvalidSpec"
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """Something the actor needs that is not there; it leaves the actor Degraded."""
+
+    reason: Reason
+    message: str
+
+
+def secret_problems(
+    namespace: str, secret: str, secret_keys: Collection[str] | None
+) -> list[Problem]:
+    """What the broker Secret `namespace/secret` lacks, given its keys (None: no such Secret)."""
+    if secret_keys is None:
+        return [
+            Problem(
+                Reason.SECRET_NOT_FOUND,
+                f"Secret {namespace}/{secret} not found: create it with keys"
+                f" {BROKER_AMQP_URL_KEY} and {BROKER_MANAGEMENT_URL_KEY}",
+            )
+        ]
+    return [
+        Problem(Reason.SECRET_KEY_MISSING, f"Secret {namespace}/{secret} has no key {key}: add it")
+        for key in (BROKER_AMQP_URL_KEY, BROKER_MANAGEMENT_URL_KEY)
+        if key not in secret_keys
+    ]
+
+
+RFC3339: Final = "%Y-%m-%dT%H:%M:%SZ"
+"""How a condition's `lastTransitionTime` is written (UTC, whole seconds)."""
+
+
+def _rfc3339(now: datetime) -> str:
+    return now.astimezone(UTC).strftime(RFC3339)
+
+
+def conditions_at(
+    now: datetime, known: Sequence[Condition] | None
+) -> Callable[..., dict[str, Any]]:
+    """A maker of conditions at `now` that keep the transition time of `known`'s unchanged
+    ones: `make(kind, reason, message, is_true=...)`."""
+    at = _rfc3339(now)
+    previous = {c.type: c for c in known or ()}
+
+    def make(kind: str, reason: Reason, message: str, *, is_true: bool) -> dict[str, Any]:
+        return _condition(kind, reason, message, previous, at, is_true=is_true)
+
+    return make
+
+
+def _condition(
+    kind: str,
+    reason: Reason,
+    message: str,
+    previous: Mapping[str, Condition],
+    now: str,
+    *,
+    is_true: bool,
+) -> dict[str, Any]:
+    status = "True" if is_true else "False"
+    before = previous.get(kind)
+    since = now
+    if before is not None and before.status == status and before.last_transition_time:
+        since = before.last_transition_time
+    return {
+        "type": kind,
+        "status": status,
+        "reason": str(reason),
+        "message": message,
+        "lastTransitionTime": since,
+    }
