@@ -4,8 +4,10 @@ Keeps one persistent connection, sends each call with a fresh request id and mat
 id, so many calls are in flight at once (pipelined, answered in any order). `connect` pings the
 runtime first: its Pong says what it serves and the frame bounds it holds to, so a Call it
 would refuse is never sent (its envelopes fail as `PayloadTooLarge`) and no Result larger than
-it promised is read. A broken connection fails every call in flight with
-`RuntimeUnavailableError`: those envelopes are not at fault and must not be failed.
+it promised is read; its `protocol` picks the frames that runtime reads (`dialect`: this
+version's protocol and the one before are served, `asya.runtime.protocols`). A broken
+connection fails every call in flight with `RuntimeUnavailableError`: those envelopes are not
+at fault and must not be failed.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from asya.errors import RuntimeProtocolError, RuntimeUnavailableError
 from asya.outcome import Failure, Outcome
 from asya.runtime.frames import (
     HANDSHAKE_FRAME_BYTES,
-    PROTOCOL,
     Call,
     Drain,
     Fault,
@@ -32,6 +33,7 @@ from asya.runtime.frames import (
     Result,
     encode_frame,
 )
+from asya.runtime.protocols import Dialect, dialect_of
 from asya.runtime.requests import Request, Requests
 from asya.settings import env_var
 
@@ -51,6 +53,8 @@ class RuntimeClient:
         self._read_bytes = HANDSHAKE_FRAME_BYTES
         self.pong: Pong | None = None
         """The runtime's answer to the ping `connect` sends: its actor, capacity and bounds."""
+        self.dialect: Dialect | None = None
+        """What the runtime reads, by the protocol its Pong names."""
 
     async def __aenter__(self) -> RuntimeClient:
         await self.connect()
@@ -64,7 +68,8 @@ class RuntimeClient:
 
         Raises:
             RuntimeUnavailableError: nothing listens on the socket, or it closed at once.
-            RuntimeProtocolError: the runtime speaks another version of the frame protocol.
+            RuntimeProtocolError: the runtime speaks a frame protocol this side does not serve
+                (`asya.runtime.protocols`).
         """
         try:
             self._reader, self._writer = await asyncio.open_unix_connection(self._path)
@@ -74,11 +79,7 @@ class RuntimeClient:
         self._listener = asyncio.create_task(self._listen(self._reader))
         try:
             pong = await self.ping()
-            if pong.protocol != PROTOCOL:
-                raise RuntimeProtocolError(
-                    f"the runtime speaks frame protocol {pong.protocol} and this side"
-                    f" {PROTOCOL}: run the same asya version in the runtime and the sidecar"
-                )
+            self.dialect = dialect_of(pong.protocol)
             self.pong = pong
         except BaseException:
             await self.aclose()
@@ -135,7 +136,11 @@ class RuntimeClient:
 
     def drain(self) -> None:
         """Tell the runtime to start none of the calls it holds that have not started: it
-        answers them `NotStarted` (their envelopes go back to the queue); later calls run."""
+        answers them `NotStarted` (their envelopes go back to the queue); later calls run.
+        A runtime without the Drain frame (protocol 2) is told nothing: it would close the
+        connection on one, and it holds no queued calls (`Dialect.pipeline_depth`)."""
+        if self.dialect is None or not self.dialect.drains:
+            return
         if self._frames is not None and self.connected:
             self._frames.send(encode_frame(Drain(0)))
 

@@ -59,7 +59,8 @@ FRAME_TIMEOUT_S: Final = 30.0
 """Longest a started frame may take to arrive whole (a stalled peer, not a slow socket)."""
 
 PROTOCOL: Final = 3
-"""Version of the frames below; a sidecar and a runtime must speak the same one."""
+"""Version of the frames below, named in every Pong. A sidecar also serves runtimes of the
+version before; what differs between versions is written in `asya.runtime.protocols` alone."""
 
 _HEADER: Final = struct.Struct(">I")
 

@@ -3,9 +3,10 @@
 Reads its settings once (`ASYA_*`), connects to the broker (retrying with backoff, one line
 per failure, no tracebacks), declares its queue and the end actors', and then either
 - serves an actor: asks the runtime what it is (timeout, concurrency, retry policy all come
-  from `@actor` through the runtime's Pong), waiting for it as long as it takes, and runs the
-  consumer chain with the runtime as its invoker; while the runtime is unreachable for longer
-  than ASYA_RUNTIME_WAIT_S it stops consuming (see `runtime_link`); or
+  from `@actor` through the runtime's Pong, with the frame protocol it speaks: this version's
+  or the one before, `asya.runtime.protocols`), waiting for it as long as it takes, and runs
+  the consumer chain with the runtime as its invoker; while the runtime is unreachable for
+  longer than ASYA_RUNTIME_WAIT_S it stops consuming (see `runtime_link`); or
 - serves `happy-end` / `error-end`: appends final envelopes to the namespace's results or
   failures stream (retention: ASYA_RECORDS_MAX_AGE, ASYA_RECORDS_MAX_BYTES), logs them and
   answers `reply_to`; a broker without streams stops it at start, exit 2.
@@ -38,6 +39,7 @@ from asya.hooks import combined
 from asya.message_loop import LoopState, MessageLoop
 from asya.metrics import Metrics
 from asya.routing import END_ACTORS, ERROR_END, HAPPY_END
+from asya.runtime.protocols import dialect_of
 from asya.settings import (
     SIDECAR_VARIABLES,
     Settings,
@@ -240,7 +242,8 @@ async def _actor_loop(
         )
         await end.declare()
         return end.loop
-    info = (await runtime.ping()).actor
+    pong = await runtime.ping()
+    info = pong.actor
     if info.name != actor:
         raise AsyaError(
             f"the runtime serves actor '{info.name}' but this sidecar is for '{actor}':"
@@ -261,9 +264,9 @@ async def _actor_loop(
         hooks=hooks,
         outputs_checked=True,  # the runtime's workers check each output before sending it
     )
-    return MessageLoop.for_actor(
-        transport, info, consumer, depth=settings.process.pipeline_depth, hooks=hooks
-    )
+    # A runtime of the protocol before this one cannot be drained: it is sent no calls to queue.
+    depth = dialect_of(pong.protocol).pipeline_depth(settings.process.pipeline_depth)
+    return MessageLoop.for_actor(transport, info, consumer, depth=depth, hooks=hooks)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

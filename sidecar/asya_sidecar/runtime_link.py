@@ -199,11 +199,19 @@ class RuntimeLink:
             try:
                 await client.connect()
                 return client
-            except (RuntimeUnavailableError, RuntimeProtocolError) as exc:
+            except RuntimeUnavailableError as exc:
                 reason = str(exc)
-            if attempt == 1:
-                # Normal while a pod starts or a runtime restarts: not worth a warning.
-                log.info("runtime unreachable; retrying", extra={**self._fields(), "error": reason})
+                if attempt == 1:
+                    # Normal while a pod starts or a runtime restarts: not worth a warning.
+                    log.info(
+                        "runtime unreachable; retrying", extra={**self._fields(), "error": reason}
+                    )
+            except RuntimeProtocolError as exc:
+                reason = str(exc)
+                if attempt == 1:
+                    # Not a runtime this sidecar serves (another frame protocol): the pod needs
+                    # another image, and the message says which. Tried again all the same.
+                    log.error("runtime refused", extra={**self._fields(), "error": reason})
             delay_s = backoff_ms(RECONNECT, attempt, self._rng) / 1000
             if not overdue:
                 left_s = since + self._wait_s - self._clock.monotonic()
