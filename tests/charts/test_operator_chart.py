@@ -26,8 +26,14 @@ from tests.operator.plan_builders import async_actor
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
+# The operator's and the sidecar's images: no published ones yet, so every install names them.
+IMAGES: dict[str, Any] = {
+    "image": {"repository": "registry.example.com/asya-operator"},
+    "sidecar": {"image": {"repository": "registry.example.com/asya-sidecar"}},
+}
+
 VALUE_SETS: dict[str, dict[str, Any]] = {
-    "defaults": {},
+    "defaults but the images": IMAGES,
     "one namespace, a ServiceMonitor, own images": {
         "watchNamespace": "team-a",
         "image": {"repository": "registry.example.com/asya-operator", "tag": "0.1.0-rc1"},
