@@ -19,13 +19,14 @@ import pytest
 from tests.charts.chart_checks import (
     NAMESPACE,
     OPERATOR_CHART,
+    OPERATOR_IMAGES,
     RELEASE,
     check_all,
     lint_problems,
     of_kind,
     rendered,
 )
-from tests.charts.test_operator_chart import IMAGES, NEEDED
+from tests.charts.test_operator_chart import NEEDED
 
 Rule = tuple[str, str, str]
 
@@ -84,7 +85,7 @@ def _bound_to_the_operator(binding: dict[str, Any], role: dict[str, Any]) -> boo
 
 
 def test_watching_every_namespace_is_one_cluster_role_and_no_role():
-    objects = rendered(OPERATOR_CHART, IMAGES)
+    objects = rendered(OPERATOR_CHART, OPERATOR_IMAGES)
 
     (role,) = of_kind(objects, "ClusterRole").values()
     (binding,) = of_kind(objects, "ClusterRoleBinding").values()
@@ -94,7 +95,7 @@ def test_watching_every_namespace_is_one_cluster_role_and_no_role():
 
 
 def test_watching_one_namespace_reads_secrets_only_there():
-    objects = rendered(OPERATOR_CHART, {**IMAGES, "watchNamespace": WATCHED})
+    objects = rendered(OPERATOR_CHART, {**OPERATOR_IMAGES, "watchNamespace": WATCHED})
 
     (cluster_role,) = of_kind(objects, "ClusterRole").values()
     roles = _by_namespace(objects, "Role")
@@ -104,7 +105,7 @@ def test_watching_one_namespace_reads_secrets_only_there():
 
 
 def test_watching_one_namespace_grants_there_all_the_operator_calls():
-    objects = rendered(OPERATOR_CHART, {**IMAGES, "watchNamespace": WATCHED})
+    objects = rendered(OPERATOR_CHART, {**OPERATOR_IMAGES, "watchNamespace": WATCHED})
 
     (cluster_role,) = of_kind(objects, "ClusterRole").values()
     roles = _by_namespace(objects, "Role")
@@ -119,7 +120,7 @@ def test_watching_one_namespace_grants_there_all_the_operator_calls():
 
 
 def test_every_role_is_bound_to_the_operators_service_account():
-    objects = rendered(OPERATOR_CHART, {**IMAGES, "watchNamespace": WATCHED})
+    objects = rendered(OPERATOR_CHART, {**OPERATOR_IMAGES, "watchNamespace": WATCHED})
 
     roles = _by_namespace(objects, "Role")
     bindings = _by_namespace(objects, "RoleBinding")
@@ -131,7 +132,7 @@ def test_every_role_is_bound_to_the_operators_service_account():
 
 
 def test_watching_the_operators_own_namespace_is_one_role_there():
-    objects = rendered(OPERATOR_CHART, {**IMAGES, "watchNamespace": NAMESPACE})
+    objects = rendered(OPERATOR_CHART, {**OPERATOR_IMAGES, "watchNamespace": NAMESPACE})
 
     roles = _by_namespace(objects, "Role")
     assert set(roles) == set(_by_namespace(objects, "RoleBinding")) == {NAMESPACE}
@@ -141,7 +142,7 @@ def test_watching_the_operators_own_namespace_is_one_role_there():
 
 @pytest.mark.parametrize("watch", ["", WATCHED], ids=["every namespace", "one namespace"])
 def test_the_rbac_objects_are_valid_and_lint_clean(watch):
-    values = {**IMAGES, "watchNamespace": watch}
+    values = {**OPERATOR_IMAGES, "watchNamespace": watch}
 
     check_all(rendered(OPERATOR_CHART, values))
     assert lint_problems(OPERATOR_CHART, values) == []

@@ -19,8 +19,15 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
-{{/* repository:tag, the tag defaulting to the chart's appVersion. */}}
+{{/* repository:tag, the tag defaulting to the chart's appVersion. The defaults of
+     values.yaml name where the release workflow will publish asya's images; until it has, an
+     install that keeps one fails here, saying what to set (`key`) and what to build
+     (`dockerfile`). Drop the check in the release that first publishes them. */}}
 {{- define "asya-operator.image" -}}
+{{- $unpublished := list "ghcr.io/asya-sh/asya-operator" "ghcr.io/asya-sh/asya-sidecar" -}}
+{{- if has .repository $unpublished -}}
+{{- fail (printf "%s.repository: no image is published at %s yet: build %s (images/README.md), push it to a registry your nodes pull from, and set %s.repository (and %s.tag)" .key .repository .dockerfile .key .key) -}}
+{{- end -}}
 {{- printf "%s:%s" .repository (default $.appVersion .tag) -}}
 {{- end -}}
 
