@@ -176,7 +176,9 @@ def test_the_cluster_role_grants_what_the_operator_calls_and_deletes_only_what_i
 
 
 def test_the_service_monitor_scrapes_the_metrics_service():
-    objects = rendered(OPERATOR_CHART, {**OPERATOR_IMAGES, "metrics": {"serviceMonitor": {"enabled": True}}})
+    objects = rendered(
+        OPERATOR_CHART, {**OPERATOR_IMAGES, "metrics": {"serviceMonitor": {"enabled": True}}}
+    )
 
     (service,) = of_kind(objects, "Service").values()
     (monitor,) = of_kind(objects, "ServiceMonitor").values()
@@ -262,7 +264,9 @@ def test_the_pod_monitor_selects_every_actor_pod_the_operator_makes_on_its_healt
     )
     pod = planned["spec"]["template"]
 
-    objects = rendered(OPERATOR_CHART, {**OPERATOR_IMAGES, "metrics": {"podMonitor": {"enabled": True}}})
+    objects = rendered(
+        OPERATOR_CHART, {**OPERATOR_IMAGES, "metrics": {"podMonitor": {"enabled": True}}}
+    )
 
     (monitor,) = of_kind(objects, "PodMonitor").values()
     assert monitor["spec"]["namespaceSelector"] == {"any": True}

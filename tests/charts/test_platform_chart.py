@@ -118,9 +118,7 @@ def test_two_teams_pipelines_and_the_platform_own_no_object_in_common():
     )
 
     def owned(objects: list[dict[str, Any]]) -> set[tuple[str, str | None, str]]:
-        return {
-            (o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in objects
-        }
+        return {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in objects}
 
     assert not owned(team_a) & owned(team_b)
     assert not (owned(team_a) | owned(team_b)) & owned(platform)
@@ -148,9 +146,7 @@ def test_the_charts_version_is_the_operator_charts():
     assert platform["kubeVersion"] == operator["kubeVersion"]
 
 
-def test_the_operators_plan_shows_the_admission_decisions_for_the_platforms_pools_and_a_teams_groups(
-    tmp_path, capsys
-):
+def test_the_operators_plan_admits_a_teams_group_by_the_platforms_pools(tmp_path, capsys):
     group = {
         "pool": "team-a",
         "priority": 10,
