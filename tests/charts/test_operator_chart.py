@@ -256,6 +256,7 @@ def test_the_notes_say_what_to_do_next():
     assert f"kubectl logs deployment/{RELEASE}-asya-operator" in text
     assert "kubectl create secret generic asya-broker" in text
     assert "asya render" in text
+    assert "helm install platform charts/asya-platform" in text
 
 
 def test_the_pod_monitor_selects_every_actor_pod_the_operator_makes_on_its_health_port():
