@@ -6,8 +6,9 @@
 #
 # For a machine with a Docker engine, kind, kubectl and helm, and asya's CLI installed with
 # its rabbitmq and yaml extras (`.venv/bin/asya` after `pip install -e '.[dev]'`). It is not
-# part of the test suite or CI, which run where there is no Docker engine: there the operator
-# is tested end to end on a stand-in cluster (tests/operator). Run it by hand:
+# part of the test suite, which runs where there is no Docker engine: there the operator is
+# tested end to end on a stand-in cluster (tests/operator). On GitHub,
+# .github/workflows/e2e.yml runs it on every push, on a hosted runner. Run it by hand:
 #
 #   scripts/e2e-kind.sh            # about 10 minutes on a laptop; --help for the settings
 set -euo pipefail

@@ -23,8 +23,14 @@ from tests.operator.plan_builders import KEDA_CRD_FILES, keda_schema
 CHARTS: Final = Path(__file__).resolve().parents[2] / "charts"
 OPERATOR_CHART: Final = CHARTS / "asya-operator"
 PIPELINE_CHART: Final = CHARTS / "asya-pipeline"
+PLATFORM_CHART: Final = CHARTS / "asya-platform"
 KUBERNETES_VERSIONS: Final = ("1.33.0", kubernetes_validate.latest_version())
 RELEASE: Final = "demo"
+OPERATOR_IMAGES: Final[dict[str, Any]] = {
+    "image": {"repository": "registry.example.com/asya-operator"},
+    "sidecar": {"image": {"repository": "registry.example.com/asya-sidecar"}},
+}
+"""The operator chart's images, which every install names: none are published yet."""
 NAMESPACE: Final = "apps"
 
 # Kinds of the Prometheus Operator: no schema of theirs is kept here, so tests check them

@@ -13,6 +13,7 @@ from asya_operator.metrics import REGISTRY as OPERATOR_REGISTRY
 from asya.metrics import Metrics
 from tests.charts.chart_checks import (
     OPERATOR_CHART,
+    OPERATOR_IMAGES,
     lint_problems,
     of_kind,
     rendered,
@@ -86,7 +87,7 @@ def _chart_with_the_value_declared(tmp_path: Path) -> Path:
 
 def test_the_dashboard_ships_as_a_labelled_config_map_when_enabled(tmp_path):
     chart = _chart_with_the_value_declared(tmp_path)
-    values = {"grafana": {"dashboard": {"enabled": True}}}
+    values = {**OPERATOR_IMAGES, "grafana": {"dashboard": {"enabled": True}}}
 
     objects = rendered(chart, values)
 
@@ -98,6 +99,6 @@ def test_the_dashboard_ships_as_a_labelled_config_map_when_enabled(tmp_path):
 
 
 def test_no_dashboard_by_default():
-    objects = rendered(OPERATOR_CHART, {})
+    objects = rendered(OPERATOR_CHART, OPERATOR_IMAGES)
 
     assert of_kind(objects, "ConfigMap") == {}

