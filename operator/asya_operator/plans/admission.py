@@ -266,9 +266,7 @@ def _actor_workloads(actor: PooledActor, pool: ResourcePool) -> list[dict[str, A
     for index in range(max(0, actor.desired)):
         workload = _workload(f"{actor.namespace}/{actor.name}#{index}", actor, [pod_set])
         if index < held:
-            workload["admitted"] = [
-                {"podSet": quota.ACTOR_POD_SET, "flavor": flavor, "count": 1}
-            ]
+            workload["admitted"] = [{"podSet": quota.ACTOR_POD_SET, "flavor": flavor, "count": 1}]
         workloads.append(workload)
     return workloads
 
