@@ -29,6 +29,7 @@ from asya.errors import SettingsError
 from asya.settings import ProcessSettings, load_settings
 from asya_operator.api.metadata import PLACEHOLDER_NAMESPACE
 from asya_operator.config import DEFAULT_SIDECAR_IMAGE, OperatorConfig, load_operator_config
+from asya_operator.operator import build
 from asya_operator.plans.files import CrError, Crs, Document, read_crs
 from asya_operator.plans.objects import PlannedObject, plan_objects
 from asya_operator.plans.whatif import decisions, render_decisions, snapshot_of
@@ -87,17 +88,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    # Imported here: `plan` needs no kopf machinery, and the handlers register on import.
-    from asya_operator.handlers.actors import registry
-
     try:
         process = load_settings(os.environ).process
-        # Checked here too: kopf would retry a failing startup handler for ever.
-        load_operator_config(os.environ)
+        # Checked before kopf starts: kopf would retry a failing startup handler for ever.
+        config = load_operator_config(os.environ)
     except SettingsError as exc:
         print(f"asya-operator run: {exc}", file=sys.stderr)
         return 2
     configure_logging(process, verbose=args.verbose)
+    registry = build(config).registry
     # A registry of its own gets none of kopf's default login handlers: the client's config.
     kopf.on.login(registry=registry)(kopf.login_via_client)
     namespaces = [args.namespace] if args.namespace else []

@@ -1,9 +1,14 @@
-"""The controller's reads and writes of the cluster, through the official `kubernetes` client.
+"""The operator's one cluster client: reads and writes of the cluster, async, over a table of
+kinds.
 
-I/O only, no decisions: read what an AsyncActor needs (its broker Secret, its flavor, the
-namespace's other actors), apply the objects the `plan_*` functions made, write a status. The
-client is synchronous: the controller calls these through `asyncio.to_thread`, each with a
-client of its own (`api_client()`), so the event loop never blocks on the API server.
+I/O only, no decisions: read a custom resource (decoded and checked one at a time: one the
+operator cannot take is a `StoredSpecError` for that object alone), what an actor needs (its
+broker Secret, its flavor, the namespace's other actors and groups), what admission decides
+over; apply the objects the plans made, patch a status, scale a Deployment down, delete a
+group's objects, post an Event. `Kube`'s methods run the synchronous official client on a
+worker thread (`asyncio.to_thread`), each call with a client of its own, so the event loop
+never blocks on the API server; every kind is a row of `KINDS` (group, version, plural,
+scope, model), so one method serves them all.
 
 Objects are applied with server-side apply (field manager `asya-operator`, forced): on a real
 cluster a field the plan no longer sets is removed, and list items (containers, env) are
@@ -13,20 +18,21 @@ answers 404, and the object is then created.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
+import logging
 import os
 import secrets
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import kubernetes
-from kubernetes.client import ApiException, CoreV1Api, CustomObjectsApi
+from kubernetes.client import ApiClient, ApiException, CoreV1Api, CustomObjectsApi
 
-from asya import typeinfo
 from asya_operator.api.actor import AsyncActor
-from asya_operator.api.decoding import decodable
+from asya_operator.api.decoding import decodable, decode
 from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.group import ActorGroup
 from asya_operator.api.metadata import (
@@ -41,29 +47,61 @@ from asya_operator.api.pool import Cohort, ResourcePool
 from asya_operator.api.template import GROUP, VERSION
 from asya_operator.plans.pods import placement_flavor
 
+T = TypeVar("T")
+
+_log = logging.getLogger(__name__)
+
 FIELD_MANAGER: Final = "asya-operator"
 """Who the operator's server-side applies are recorded as."""
 
-ACTORS_PLURAL: Final = "asyncactors"
-FLAVORS_PLURAL: Final = "resourceflavors"
-POOLS_PLURAL: Final = "resourcepools"
-COHORTS_PLURAL: Final = "cohorts"
-GROUPS_PLURAL: Final = "actorgroups"
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """Where the API keeps one kind of object."""
+
+    group: str
+    """API group ("" for the core group)."""
+    version: str
+    plural: str
+    namespaced: bool
+
+
+KINDS: Final[dict[str, Kind]] = {
+    "AsyncActor": Kind(GROUP, VERSION, "asyncactors", namespaced=True),
+    "ActorGroup": Kind(GROUP, VERSION, "actorgroups", namespaced=True),
+    "ResourceFlavor": Kind(GROUP, VERSION, "resourceflavors", namespaced=False),
+    "ResourcePool": Kind(GROUP, VERSION, "resourcepools", namespaced=False),
+    "Cohort": Kind(GROUP, VERSION, "cohorts", namespaced=False),
+    "Deployment": Kind("apps", "v1", "deployments", namespaced=True),
+    "StatefulSet": Kind("apps", "v1", "statefulsets", namespaced=True),
+    "ScaledObject": Kind("keda.sh", "v1alpha1", "scaledobjects", namespaced=True),
+    "TriggerAuthentication": Kind("keda.sh", "v1alpha1", "triggerauthentications", namespaced=True),
+    "Service": Kind("", "v1", "services", namespaced=True),
+}
+"""Every kind the operator reads or writes, by kind name."""
+
+_MODELS: Final[dict[type[Any], str]] = {
+    AsyncActor: "AsyncActor",
+    ActorGroup: "ActorGroup",
+    ResourceFlavor: "ResourceFlavor",
+    ResourcePool: "ResourcePool",
+    Cohort: "Cohort",
+}
 
 _APPLY: Final = "application/apply-patch+yaml"  # a JSON body is YAML too
 _MERGE: Final = "application/merge-patch+json"
-_PLURALS: Final = {
-    "Deployment": "deployments",
-    "ScaledObject": "scaledobjects",
-    "TriggerAuthentication": "triggerauthentications",
-    "StatefulSet": "statefulsets",
-}
 _GROUP_OBJECTS: Final = f"app.kubernetes.io/component={GROUP_COMPONENT}"
+_APPLY_OPTIONS: Final[dict[str, Any]] = {
+    "field_manager": FIELD_MANAGER,
+    "force": True,
+    "_content_type": _APPLY,
+}
+_CREATE_OPTIONS: Final[dict[str, Any]] = {"field_manager": FIELD_MANAGER}
 
 
 @dataclasses.dataclass(frozen=True)
 class World:
-    """What the cluster holds for one AsyncActor."""
+    """What the cluster holds for one AsyncActor or ActorGroup."""
 
     secret: dict[str, str] | None
     """The broker Secret's data, decoded (None: no such Secret)."""
@@ -80,6 +118,11 @@ class World:
     def owners(self) -> list[Owner]:
         """What owns the namespace's end actors: its AsyncActors and ActorGroups."""
         return [*self.actors, *self.groups]
+
+    @property
+    def secret_keys(self) -> set[str] | None:
+        """The broker Secret's keys (None: no such Secret)."""
+        return None if self.secret is None else set(self.secret)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,23 +158,108 @@ class AdmissionWorld:
     out of every pass, though their pods run until their objects go."""
 
 
-def load_client_config() -> None:
-    """Point the official client at the cluster: in a pod its service account, else the
-    kubeconfig (`KUBECONFIG`, or `~/.kube/config`)."""
+class Kube:
+    """The cluster, as the operator reads and writes it (see the module docstring)."""
+
+    async def connect(self) -> None:
+        """Point the official client at the cluster: in a pod its service account, else the
+        kubeconfig (`KUBECONFIG`, or `~/.kube/config`)."""
+        await asyncio.to_thread(_load_client_config)
+
+    async def _call(self, call: Callable[..., T], *args: Any) -> T:
+        def run() -> T:
+            with ApiClient() as api:
+                return call(api, *args)
+
+        return await asyncio.to_thread(run)
+
+    async def read(self, model: type[T], namespace: str | None, name: str) -> T | None:
+        """The custom resource `model` (AsyncActor, ActorGroup, ...) `namespace/name` as stored
+        now (None: there is none).
+
+        Raises:
+            StoredSpecError: it is stored, but the operator cannot take it (the message names
+                the field).
+        """
+        return await self._call(_read, model, namespace, name)
+
+    async def read_secret(self, namespace: str, name: str) -> dict[str, str] | None:
+        """The Secret's data, decoded (None: no such Secret)."""
+        return await self._call(_read_secret, namespace, name)
+
+    async def read_flavors(self, names: Iterable[str]) -> dict[str, ResourceFlavor]:
+        """The ResourceFlavors of those `names` that exist."""
+        return await self._call(_read_flavors, sorted(set(names)))
+
+    async def actor_names(self, namespace: str) -> set[str]:
+        """The names of the namespace's AsyncActors."""
+        return await self._call(_actor_names, namespace)
+
+    async def world(self, owner: AsyncActor | ActorGroup, namespace: str) -> World:
+        """What `owner` needs, as the cluster holds it now (an ActorGroup has no flavor of its
+        own, and no Deployment)."""
+        return await self._call(_read_world, owner, namespace)
+
+    async def admission_world(self) -> AdmissionWorld:
+        """Every ResourcePool and Cohort, every AsyncActor with a pool and every ActorGroup
+        (with its StatefulSets), cluster-wide."""
+        return await self._call(_read_admission_world)
+
+    async def apply(self, bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Create or update each of `bodies` (Deployments, StatefulSets, Services, KEDA
+        objects), in order; the stored objects."""
+        return await self._call(_apply_objects, list(bodies))
+
+    async def patch_status(
+        self, model: type[Any], namespace: str | None, name: str, status: Mapping[str, Any]
+    ) -> None:
+        """Merge `status` into the custom resource's status (lists, conditions among them, as
+        a whole); one deleted meanwhile is left alone."""
+        await self._call(_patch_status, KINDS[_MODELS[model]], namespace, name, dict(status))
+
+    async def scale_down(self, namespace: str, name: str, replicas: int) -> None:
+        """Set the Deployment's `spec.replicas` to `replicas` if it has more (gone: nothing to
+        do); returns once the API server has stored it."""
+        await self._call(_scale_down, namespace, name, replicas)
+
+    async def group_objects(self, namespace: str, group: str) -> list[tuple[str, str, int]]:
+        """(kind, name, instance) of every StatefulSet and Service the operator made for the
+        ActorGroup `namespace/group`."""
+        return await self._call(_group_objects, namespace, group)
+
+    async def delete(self, namespace: str, objects: Collection[tuple[str, str]]) -> None:
+        """Delete each (kind, name) of `namespace` the operator made (a StatefulSet or a
+        Service; gone already: nothing to do). Pods stop gracefully: their sidecars drain."""
+        if objects:
+            await self._call(_delete_objects, namespace, list(objects))
+
+    async def delete_group_objects(self, namespace: str, group: str) -> None:
+        """Delete every StatefulSet and Service the operator made for `namespace/group`."""
+        found = await self.group_objects(namespace, group)
+        await self.delete(namespace, [(kind, name) for kind, name, _instance in found])
+
+    async def post_event(
+        self, about: Owner | Mapping[str, Any], *, warning: bool, reason: str, message: str
+    ) -> None:
+        """Post a Kubernetes Event about `about` (a CR, typed or as stored: one that may not
+        even decode); `kubectl describe` and `kubectl events` show it. A failure is logged,
+        never raised: an Event is a report, not a decision."""
+        if isinstance(about, Mapping):
+            body: Mapping[str, Any] = about
+        else:
+            body = {"apiVersion": about.api_version, "kind": about.kind, "metadata": about.metadata}
+        try:
+            await self._call(_post_event, body, warning, reason, message)
+        except Exception as exc:  # the API server's answer, whatever it is: reported, not fatal
+            name = body.get("metadata", {}).get("name")
+            _log.warning("event not posted", extra={"reason": reason, "object": name, "error": exc})
+
+
+def _load_client_config() -> None:
     try:
         kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
     except kubernetes.config.ConfigException:
         kubernetes.config.load_kube_config()  # type: ignore[no-untyped-call]
-
-
-def api_client() -> kubernetes.client.ApiClient:
-    """A client on the configuration `load_client_config` set (close it: use `with`)."""
-    return kubernetes.client.ApiClient()
-
-
-def _split(api_version: str) -> tuple[str, str]:
-    group, _, version = api_version.rpartition("/")
-    return group, version
 
 
 def _get(call: Any, *args: Any) -> Any:
@@ -144,10 +272,29 @@ def _get(call: Any, *args: Any) -> Any:
         raise
 
 
-def read_secret(
-    api: kubernetes.client.ApiClient, namespace: str, name: str
-) -> dict[str, str] | None:
-    """The Secret's data, decoded (None: no such Secret)."""
+def _in(kind: Kind, namespace: str) -> tuple[str, str, str, str]:
+    """Where a namespaced kind's objects of `namespace` are, as the custom-objects API takes it."""
+    return (kind.group, kind.version, namespace, kind.plural)
+
+
+def _cluster(kind: Kind) -> tuple[str, str, str]:
+    """Where a cluster-scoped kind's objects are, as the custom-objects API takes it."""
+    return (kind.group, kind.version, kind.plural)
+
+
+def _get_custom(api: ApiClient, kind: Kind, namespace: str | None, name: str) -> Any:
+    custom = CustomObjectsApi(api)
+    if namespace is not None:
+        return _get(custom.get_namespaced_custom_object, *_in(kind, namespace), name)
+    return _get(custom.get_cluster_custom_object, *_cluster(kind), name)
+
+
+def _read(api: ApiClient, model: type[T], namespace: str | None, name: str) -> T | None:
+    found = _get_custom(api, KINDS[_MODELS[model]], namespace, name)
+    return None if found is None else decode(found, model)
+
+
+def _read_secret(api: ApiClient, namespace: str, name: str) -> dict[str, str] | None:
     secret = _get(CoreV1Api(api).read_namespaced_secret, name, namespace)
     if secret is None:
         return None
@@ -155,152 +302,51 @@ def read_secret(
     return {key: base64.b64decode(value).decode() for key, value in data.items()}
 
 
-def read_world(api: kubernetes.client.ApiClient, actor: Owner, namespace: str) -> World:
-    """What `actor` (an AsyncActor or ActorGroup in `namespace`) needs, as the cluster holds it
-    now (an ActorGroup has no flavor of its own, and no Deployment)."""
+def _read_flavors(api: ApiClient, names: Iterable[str]) -> dict[str, ResourceFlavor]:
+    found = {}
+    for name in names:
+        flavor = _read(api, ResourceFlavor, None, name)
+        if flavor is not None:
+            found[name] = flavor
+    return found
+
+
+def _list(api: ApiClient, kind: Kind, namespace: str | None = None) -> list[dict[str, Any]]:
     custom = CustomObjectsApi(api)
-    wanted = placement_flavor(actor) if isinstance(actor, AsyncActor) else None
-    flavor = None
-    if wanted is not None:
-        found = _get(custom.get_cluster_custom_object, GROUP, VERSION, FLAVORS_PLURAL, wanted)
-        flavor = None if found is None else typeinfo.convert(found, ResourceFlavor)
-    actors = decodable(_live(custom, namespace, ACTORS_PLURAL), AsyncActor)
-    groups = decodable(_live(custom, namespace, GROUPS_PLURAL), ActorGroup)
-    name = actor.metadata["name"]
-    deployment = _get(
-        custom.get_namespaced_custom_object, "apps", "v1", namespace, "deployments", name
-    )
+    listed: dict[str, Any]
+    if namespace is None:
+        listed = custom.list_cluster_custom_object(kind.group, kind.version, kind.plural)  # type: ignore[assignment]
+    else:
+        listed = custom.list_namespaced_custom_object(  # type: ignore[assignment]
+            kind.group, kind.version, namespace, kind.plural
+        )
+    return list(listed.get("items", ()))
+
+
+def _actor_names(api: ApiClient, namespace: str) -> set[str]:
+    return {str(i["metadata"]["name"]) for i in _list(api, KINDS["AsyncActor"], namespace)}
+
+
+def _read_world(api: ApiClient, owner: AsyncActor | ActorGroup, namespace: str) -> World:
+    wanted = placement_flavor(owner) if isinstance(owner, AsyncActor) else None
+    flavor = None if wanted is None else _read(api, ResourceFlavor, None, wanted)
+    actors = _list(api, KINDS["AsyncActor"], namespace)
+    groups = _list(api, KINDS["ActorGroup"], namespace)
+    deployment = _get_custom(api, KINDS["Deployment"], namespace, owner.metadata["name"])
     return World(
-        secret=read_secret(api, namespace, actor.spec.broker.secret_name),
+        secret=_read_secret(api, namespace, owner.spec.broker.secret_name),
         flavor=flavor,
-        actors=actors,
-        groups=groups,
+        actors=decodable([i for i in actors if not _is_leaving(i)], AsyncActor),
+        groups=decodable([i for i in groups if not _is_leaving(i)], ActorGroup),
         deployment_status=None if deployment is None else deployment.get("status"),
     )
 
 
-def _live(custom: CustomObjectsApi, namespace: str, plural: str) -> list[dict[str, Any]]:
-    """The namespace's objects of ours of `plural` that are not being deleted."""
-    listed: dict[str, Any] = custom.list_namespaced_custom_object(  # type: ignore[assignment]
-        GROUP, VERSION, namespace, plural
-    )
-    return [i for i in listed.get("items", ()) if not _is_leaving(i)]
+def _read_admission_world(api: ApiClient) -> AdmissionWorld:
+    def live(kind: str) -> list[dict[str, Any]]:
+        return [i for i in _list(api, KINDS[kind]) if not _is_leaving(i)]
 
-
-def apply_object(api: kubernetes.client.ApiClient, body: dict[str, Any]) -> dict[str, Any]:
-    """Create or update `body` (a Deployment, StatefulSet, Service or KEDA object) as planned;
-    the stored object."""
-    meta = body["metadata"]
-    if body["kind"] == "Service":
-        core = CoreV1Api(api)
-
-        def patch() -> Any:
-            return core.patch_namespaced_service(
-                meta["name"], meta["namespace"], body, **_APPLY_OPTIONS
-            )
-
-        def create() -> Any:
-            # The client takes a plain dict as a body too.
-            return core.create_namespaced_service(meta["namespace"], body, **_CREATE_OPTIONS)  # type: ignore[arg-type]
-
-        stored: dict[str, Any] = api.sanitize_for_serialization(_apply(patch, create))  # type: ignore[no-untyped-call]
-        return stored
-    custom = CustomObjectsApi(api)
-    group, version = _split(body["apiVersion"])
-    where = (group, version, meta["namespace"], _PLURALS[body["kind"]])
-
-    def patch_custom() -> Any:
-        return custom.patch_namespaced_custom_object(*where, meta["name"], body, **_APPLY_OPTIONS)
-
-    def create_custom() -> Any:
-        return custom.create_namespaced_custom_object(*where, body, **_CREATE_OPTIONS)
-
-    applied: dict[str, Any] = _apply(patch_custom, create_custom)
-    return applied
-
-
-_APPLY_OPTIONS: Final[dict[str, Any]] = {
-    "field_manager": FIELD_MANAGER,
-    "force": True,
-    "_content_type": _APPLY,
-}
-_CREATE_OPTIONS: Final[dict[str, Any]] = {"field_manager": FIELD_MANAGER}
-
-
-def _apply(patch: Callable[[], Any], create: Callable[[], Any]) -> Any:
-    """Server-side apply; where the server cannot apply to a missing object (404), create it,
-    and if another writer created it in between (409), apply again."""
-    try:
-        return patch()
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-    try:
-        return create()
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
-    return patch()
-
-
-def apply_objects(
-    api: kubernetes.client.ApiClient, bodies: Iterable[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """`apply_object` each of `bodies`, in order; the stored objects."""
-    return [apply_object(api, body) for body in bodies]
-
-
-def write_status(
-    api: kubernetes.client.ApiClient, namespace: str, name: str, status: dict[str, Any]
-) -> None:
-    """Replace the AsyncActor's status fields with `status` (conditions as a whole list)."""
-    _merge_status(api, ACTORS_PLURAL, namespace, name, status)
-
-
-def _merge_status(
-    api: kubernetes.client.ApiClient,
-    plural: str,
-    namespace: str,
-    name: str,
-    status: dict[str, Any],
-) -> None:
-    try:
-        CustomObjectsApi(api).patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, plural, name, {"status": status}, _content_type=_MERGE
-        )
-    except ApiException as exc:
-        if exc.status != 404:  # deleted meanwhile: nothing to report on
-            raise
-
-
-def read_actor(api: kubernetes.client.ApiClient, namespace: str, name: str) -> AsyncActor | None:
-    """The AsyncActor `namespace/name` (None: no such actor)."""
-    found = _get(
-        CustomObjectsApi(api).get_namespaced_custom_object,
-        GROUP,
-        VERSION,
-        namespace,
-        ACTORS_PLURAL,
-        name,
-    )
-    return None if found is None else typeinfo.convert(found, AsyncActor)
-
-
-def read_admission_world(api: kubernetes.client.ApiClient) -> AdmissionWorld:
-    """Every ResourcePool and Cohort, every AsyncActor with a pool and every ActorGroup (with
-    its StatefulSets), cluster-wide."""
-    custom = CustomObjectsApi(api)
-
-    def everything(plural: str, group: str = GROUP, version: str = VERSION) -> list[dict[str, Any]]:
-        found: dict[str, Any] = custom.list_cluster_custom_object(  # type: ignore[assignment]
-            group, version, plural
-        )
-        return list(found.get("items", ()))
-
-    def listed(plural: str, group: str = GROUP, version: str = VERSION) -> list[dict[str, Any]]:
-        return [i for i in everything(plural, group, version) if not _is_leaving(i)]
-
-    all_actors, all_groups = everything(ACTORS_PLURAL), everything(GROUPS_PLURAL)
+    all_actors, all_groups = _list(api, KINDS["AsyncActor"]), _list(api, KINDS["ActorGroup"])
     pooled = [item for item in all_actors if _has_pool(item) and not _is_leaving(item)]
     actors = [(str(a.metadata["namespace"]), a) for a in decodable(pooled, AsyncActor)]
     live_groups = [item for item in all_groups if not _is_leaving(item)]
@@ -313,25 +359,25 @@ def read_admission_world(api: kubernetes.client.ApiClient) -> AdmissionWorld:
     ]
     spaces = {ns for ns, _ in actors} | {ns for ns, _ in groups}
     return AdmissionWorld(
-        pools=[typeinfo.convert(item, ResourcePool) for item in listed(POOLS_PLURAL)],
-        cohorts=[typeinfo.convert(item, Cohort) for item in listed(COHORTS_PLURAL)],
+        pools=decodable(live("ResourcePool"), ResourcePool),
+        cohorts=decodable(live("Cohort"), Cohort),
         actors=actors,
         groups=groups,
-        group_pods=_group_pods(listed("statefulsets", "apps", "v1")),
+        group_pods=_group_pods(live("StatefulSet")),
         namespace_labels={ns: _namespace_labels(api, ns) for ns in spaces},
         leaving=leaving,
     )
 
 
-def _is_leaving(item: dict[str, Any]) -> bool:
+def _is_leaving(item: Mapping[str, Any]) -> bool:
     return bool(item.get("metadata", {}).get("deletionTimestamp"))
 
 
-def _has_pool(item: dict[str, Any]) -> bool:
+def _has_pool(item: Mapping[str, Any]) -> bool:
     return bool(item.get("spec", {}).get("pool"))
 
 
-def _ours(item: dict[str, Any]) -> bool:
+def _ours(item: Mapping[str, Any]) -> bool:
     # Label selectors are applied here too: the tests' stand-in API server ignores them.
     labels = item["metadata"].get("labels") or {}
     return (
@@ -361,10 +407,86 @@ def _group_pods(items: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[M
     return found
 
 
-def read_group_objects(
-    api: kubernetes.client.ApiClient, namespace: str, group: str
-) -> list[tuple[str, str, int]]:
-    """(kind, name, instance) of every StatefulSet and Service the operator made for `group`."""
+def _apply_objects(api: ApiClient, bodies: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [_apply_object(api, body) for body in bodies]
+
+
+def _apply_object(api: ApiClient, body: dict[str, Any]) -> dict[str, Any]:
+    meta = body["metadata"]
+    if body["kind"] == "Service":
+        core = CoreV1Api(api)
+
+        def patch() -> Any:
+            return core.patch_namespaced_service(
+                meta["name"], meta["namespace"], body, **_APPLY_OPTIONS
+            )
+
+        def create() -> Any:
+            # The client takes a plain dict as a body too.
+            return core.create_namespaced_service(meta["namespace"], body, **_CREATE_OPTIONS)  # type: ignore[arg-type]
+
+        stored: dict[str, Any] = api.sanitize_for_serialization(_apply(patch, create))  # type: ignore[no-untyped-call]
+        return stored
+    custom = CustomObjectsApi(api)
+    where = _in(KINDS[body["kind"]], meta["namespace"])
+
+    def patch_custom() -> Any:
+        return custom.patch_namespaced_custom_object(*where, meta["name"], body, **_APPLY_OPTIONS)
+
+    def create_custom() -> Any:
+        return custom.create_namespaced_custom_object(*where, body, **_CREATE_OPTIONS)
+
+    applied: dict[str, Any] = _apply(patch_custom, create_custom)
+    return applied
+
+
+def _apply(patch: Callable[[], Any], create: Callable[[], Any]) -> Any:
+    """Server-side apply; where the server cannot apply to a missing object (404), create it,
+    and if another writer created it in between (409), apply again."""
+    try:
+        return patch()
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+    try:
+        return create()
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    return patch()
+
+
+def _patch_status(
+    api: ApiClient, kind: Kind, namespace: str | None, name: str, status: dict[str, Any]
+) -> None:
+    custom = CustomObjectsApi(api)
+    body = {"status": status}
+    try:
+        if namespace is not None:
+            custom.patch_namespaced_custom_object_status(
+                *_in(kind, namespace), name, body, _content_type=_MERGE
+            )
+        else:
+            custom.patch_cluster_custom_object_status(
+                *_cluster(kind), name, body, _content_type=_MERGE
+            )
+    except ApiException as exc:
+        if exc.status != 404:  # deleted meanwhile: nothing to report on
+            raise
+
+
+def _scale_down(api: ApiClient, namespace: str, name: str, replicas: int) -> None:
+    kind = KINDS["Deployment"]
+    found = _get_custom(api, kind, namespace, name)
+    if found is None or int(found.get("spec", {}).get("replicas") or 0) <= replicas:
+        return
+    patch = {"spec": {"replicas": replicas}}
+    CustomObjectsApi(api).patch_namespaced_custom_object(
+        *_in(kind, namespace), name, patch, _content_type=_MERGE
+    )
+
+
+def _group_objects(api: ApiClient, namespace: str, group: str) -> list[tuple[str, str, int]]:
     custom, core = CustomObjectsApi(api), CoreV1Api(api)
     sets: dict[str, Any] = custom.list_namespaced_custom_object(  # type: ignore[assignment]
         "apps", "v1", namespace, "statefulsets", label_selector=_GROUP_OBJECTS
@@ -381,93 +503,23 @@ def read_group_objects(
     return found
 
 
-def delete_object(api: kubernetes.client.ApiClient, kind: str, namespace: str, name: str) -> None:
-    """Delete a StatefulSet or Service the operator made (gone already: nothing to do). Its
-    pods stop gracefully: their sidecars drain, as on any scale-down."""
-    try:
-        if kind == "Service":
-            CoreV1Api(api).delete_namespaced_service(name, namespace)
-        else:
-            CustomObjectsApi(api).delete_namespaced_custom_object(
-                "apps", "v1", namespace, _PLURALS[kind], name
-            )
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
+def _delete_objects(api: ApiClient, namespace: str, objects: Iterable[tuple[str, str]]) -> None:
+    for kind, name in objects:
+        try:
+            if kind == "Service":
+                CoreV1Api(api).delete_namespaced_service(name, namespace)
+            else:
+                CustomObjectsApi(api).delete_namespaced_custom_object(
+                    *_in(KINDS[kind], namespace), name
+                )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
 
 
-def scale_down_deployment(
-    api: kubernetes.client.ApiClient, namespace: str, name: str, replicas: int
+def _post_event(
+    api: ApiClient, body: Mapping[str, Any], warning: bool, reason: str, message: str
 ) -> None:
-    """Set a Deployment's `spec.replicas` to `replicas` if it has more (gone: nothing to do);
-    returns once the API server has stored it."""
-    custom = CustomObjectsApi(api)
-    where = ("apps", "v1", namespace, _PLURALS["Deployment"], name)
-    found = _get(custom.get_namespaced_custom_object, *where)
-    if found is None or int(found.get("spec", {}).get("replicas") or 0) <= replicas:
-        return
-    patch = {"spec": {"replicas": replicas}}
-    custom.patch_namespaced_custom_object(*where, patch, _content_type=_MERGE)
-
-
-def read_group(api: kubernetes.client.ApiClient, namespace: str, name: str) -> ActorGroup | None:
-    """The ActorGroup `namespace/name` (None: no such group)."""
-    found = _get(
-        CustomObjectsApi(api).get_namespaced_custom_object,
-        GROUP,
-        VERSION,
-        namespace,
-        GROUPS_PLURAL,
-        name,
-    )
-    return None if found is None else typeinfo.convert(found, ActorGroup)
-
-
-def write_group_status(
-    api: kubernetes.client.ApiClient, namespace: str, name: str, status: dict[str, Any]
-) -> None:
-    """Replace the ActorGroup's status fields with `status` (lists as a whole)."""
-    _merge_status(api, GROUPS_PLURAL, namespace, name, status)
-
-
-def read_flavors(
-    api: kubernetes.client.ApiClient, names: Iterable[str]
-) -> dict[str, ResourceFlavor]:
-    """The ResourceFlavors of those `names` that exist."""
-    custom = CustomObjectsApi(api)
-    found = {}
-    for name in sorted(set(names)):
-        body = _get(custom.get_cluster_custom_object, GROUP, VERSION, FLAVORS_PLURAL, name)
-        if body is not None:
-            found[name] = typeinfo.convert(body, ResourceFlavor)
-    return found
-
-
-def list_actor_names(api: kubernetes.client.ApiClient, namespace: str) -> set[str]:
-    """The names of the namespace's AsyncActors."""
-    listed: dict[str, Any] = CustomObjectsApi(api).list_namespaced_custom_object(  # type: ignore[assignment]
-        GROUP, VERSION, namespace, ACTORS_PLURAL
-    )
-    return {str(item["metadata"]["name"]) for item in listed.get("items", ())}
-
-
-def post_event(
-    api: kubernetes.client.ApiClient, owner: Owner, *, warning: bool, reason: str, message: str
-) -> None:
-    """A Kubernetes Event about `owner` (`kubectl describe` and `kubectl events` show it)."""
-    body = {"apiVersion": owner.api_version, "kind": owner.kind, "metadata": owner.metadata}
-    post_event_on(api, body, warning=warning, reason=reason, message=message)
-
-
-def post_event_on(
-    api: kubernetes.client.ApiClient,
-    body: Mapping[str, Any],
-    *,
-    warning: bool,
-    reason: str,
-    message: str,
-) -> None:
-    """A Kubernetes Event about the object `body` as stored (one that may not even decode)."""
     meta = body["metadata"]
     namespace = str(meta.get("namespace") or "default")
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -493,19 +545,8 @@ def post_event_on(
     CoreV1Api(api).create_namespaced_event(namespace, event)  # type: ignore[arg-type]
 
 
-def _namespace_labels(api: kubernetes.client.ApiClient, name: str) -> dict[str, str]:
+def _namespace_labels(api: ApiClient, name: str) -> dict[str, str]:
     found = _get(CoreV1Api(api).read_namespace, name)
     if found is None or found.metadata is None:
         return {}
     return dict(found.metadata.labels or {})
-
-
-def write_pool_status(api: kubernetes.client.ApiClient, name: str, status: dict[str, Any]) -> None:
-    """Replace the ResourcePool's status fields with `status` (lists as a whole)."""
-    try:
-        CustomObjectsApi(api).patch_cluster_custom_object_status(
-            GROUP, VERSION, POOLS_PLURAL, name, {"status": status}, _content_type=_MERGE
-        )
-    except ApiException as exc:
-        if exc.status != 404:  # deleted meanwhile: nothing to report on
-            raise

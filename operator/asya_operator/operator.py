@@ -1,9 +1,74 @@
-"""The operator's kopf registry: `controller` (AsyncActors) and `group_controller`
-(ActorGroups) register their handlers on it; `asya-operator run` runs kopf on it."""
+"""The operator, wired: one cluster client, one admission loop, the reconcilers and kopf's
+handlers on a registry of their own.
+
+`build(config)` makes each part with what it depends on, explicitly (nothing is looked up in
+kopf's `memo`), and returns the registry `kopf.run` / `kopf.operator` runs: `asya-operator run`
+does, and the tests run it against a stand-in cluster. At startup the client is pointed at the
+cluster, the admission loop starts and the /healthz and /metrics port opens; at cleanup both
+stop.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
 import kopf
 
-registry = kopf.OperatorRegistry()
-"""The operator's handlers; `kopf.operator(registry=registry)` runs them."""
+from asya.health import HealthServer
+from asya_operator import metrics
+from asya_operator.config import OperatorConfig
+from asya_operator.handlers.actors import ActorHandlers
+from asya_operator.handlers.groups import GroupHandlers
+from asya_operator.kube import Kube
+from asya_operator.reconcile.actors import ActorReconciler
+from asya_operator.reconcile.admission import AdmissionLoop
+from asya_operator.reconcile.groups import GroupReconciler
+
+
+@dataclasses.dataclass
+class Operator:
+    """The operator's parts, as `build` made them."""
+
+    config: OperatorConfig
+    kube: Kube
+    admission: AdmissionLoop
+    health: HealthServer
+    registry: kopf.OperatorRegistry
+
+    async def start(self, **_: Any) -> None:
+        """Point the client at the cluster, start the admission loop, open the health port."""
+        await self.kube.connect()
+        self.admission.start()
+        await self.health.start()
+
+    async def stop(self, **_: Any) -> None:
+        """Close the health port, stop the admission loop."""
+        await self.health.stop()
+        await self.admission.stop()
+
+
+def build(config: OperatorConfig, *, clock: Callable[[], float] = time.time) -> Operator:
+    """The operator for `config`, its handlers on `Operator.registry`; `clock` is the
+    admission loop's (Unix seconds)."""
+    kube = Kube()
+    admission = AdmissionLoop(kube, config, clock=clock)
+    actors = ActorReconciler(
+        kube, config, settle=admission.settle, between_passes=admission.between_passes
+    )
+    groups = GroupReconciler(kube, config, settle=admission.settle)
+    # Live while kopf's event loop answers; the metrics are the operator's own.
+    health = HealthServer(config.port, live=_always, ready=_always, metrics=metrics.exposition)
+    registry = kopf.OperatorRegistry()
+    operator = Operator(config, kube, admission, health, registry)
+    kopf.on.startup(registry=registry, id="configure")(operator.start)
+    kopf.on.cleanup(registry=registry, id="stop_health")(operator.stop)
+    ActorHandlers(actors, admission).register(registry)
+    GroupHandlers(groups, admission).register(registry)
+    return operator
+
+
+def _always() -> bool:
+    return True

@@ -8,9 +8,10 @@ Fixtures:
   `cluster.objects` holds every object and its history.
 - `kube`: a `kubernetes.client.ApiClient` for it. The client is synchronous: call it through
   `asyncio.to_thread`, or it blocks the loop the cluster is served from.
-- `run_operator`: `await run_operator(registry)` starts `kopf.operator()` on that registry
-  against the cluster, as a task of the test's loop; the fixture cancels it at the end (a
-  graceful stop costs ~5 s a test: kopf waits for "hung" tasks, the cluster's among them).
+- `run_operator`: `await run_operator(registry)` starts `kopf.operator()` on that registry (the
+  real operator's: `controller_world.operator_registry()`) against the cluster, as a task of
+  the test's loop; the fixture cancels it at the end (a graceful stop costs ~5 s a test: kopf
+  waits for "hung" tasks, the cluster's among them).
 - `quota_watch`: the quota invariant (`quota_watch.QuotaWatch`) sampled at every Deployment
   and StatefulSet write; the test fails if any write left a cohort above its quota.
 - `kubelet` and `keda`: the test-only controllers of the cluster stand-in (`standin_kubelet`,
@@ -30,13 +31,12 @@ import kubernetes
 import pytest
 import yaml
 from asya_operator.api.template import GROUP, VERSION
-from asya_operator.handlers.actors import registry
 from kmock._internal.apps import Server
 from kubernetes.client import CustomObjectsApi
 
 from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
-from tests.operator.controller_world import ACTORS, SIDECAR_IMAGE, World
+from tests.operator.controller_world import ACTORS, SIDECAR_IMAGE, World, operator_registry
 from tests.operator.emulator import Cluster, register_crd
 from tests.operator.plan_builders import KEDA_CRD_FILES, SCHEMAS
 from tests.operator.quota_watch import QuotaWatch
@@ -161,7 +161,7 @@ async def broker_secret(world, amqp_url) -> dict[str, str]:
 
 @pytest.fixture
 async def operator(world, run_operator) -> None:
-    await run_operator(registry)
+    await run_operator(operator_registry())
     await world.cluster.watched(ACTORS)
 
 

@@ -6,16 +6,27 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 from collections.abc import Callable
 from typing import Any
 
+import kopf
 import pytest
 from asya_operator.api.template import GROUP, VERSION
+from asya_operator.config import load_operator_config
+from asya_operator.operator import build
 from kubernetes.client import CoreV1Api, CustomObjectsApi
 
 from asya.errors import UnknownActorError
 from asya.transport.rabbitmq import RabbitMQTransport
 from tests.operator.emulator import Cluster
+
+
+def operator_registry() -> kopf.OperatorRegistry:
+    """The real operator's handlers, built as `asya-operator run` builds them, with the
+    config the test's environment sets (`ASYA_OPERATOR_*`)."""
+    return build(load_operator_config(os.environ)).registry
+
 
 ACTORS = f"{GROUP}/{VERSION}/asyncactors"
 GROUPS = f"{GROUP}/{VERSION}/actorgroups"

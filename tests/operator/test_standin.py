@@ -36,7 +36,6 @@ from asya_operator.api.template import (
     VERSION,
 )
 from asya_operator.config import OperatorConfig
-from asya_operator.handlers.actors import registry
 from asya_operator.plans.actor_objects import plan_deployment, plan_end_actors
 from asya_operator.plans.scaling import plan_scaled_object, plan_trigger_authentication
 
@@ -44,6 +43,7 @@ from asya import Client
 from asya.envelope import END_LIMITS, Phase, decode_envelope
 from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.records import RecordKind
+from tests.operator.controller_world import operator_registry
 
 ACTORS = f"{GROUP}/{VERSION}/asyncactors"
 DEPLOYMENTS = "apps/v1/deployments"
@@ -297,7 +297,7 @@ async def test_on_the_controller_an_actor_scales_from_zero_and_back_with_its_end
     (tmp_path / "image" / "standin_handlers.py").write_text(textwrap.dedent(HANDLERS))
     actor_names.add("echo")  # its queues go after the test
     await create_broker_secret(kube, namespace, amqp_url)
-    await run_operator(registry)
+    await run_operator(operator_registry())
     await cluster.watched(ACTORS)
     custom = kubernetes.client.CustomObjectsApi(kube)
     await asyncio.to_thread(

@@ -30,12 +30,11 @@ from typing import Any
 import kubernetes
 import pytest
 from asya_operator.api.template import GROUP, VERSION
-from asya_operator.handlers.actors import registry
 
 from asya import Client
 from asya.envelope import END_LIMITS, decode_envelope
 from asya.transport.records import RecordKind
-from tests.operator.controller_world import async_actor, condition_of
+from tests.operator.controller_world import async_actor, condition_of, operator_registry
 from tests.operator.test_standin import (
     ACTORS,
     DEPLOYMENTS,
@@ -226,7 +225,7 @@ async def test_two_teams_borrow_reclaim_and_preempt_gpus_and_every_envelope_is_s
     await create("resourceflavors", {**flavor, "spec": {}})
     await create("resourcepools", pool("team-a", withinPool="LowerPriority"))
     await create("resourcepools", pool("team-b"))
-    await run_operator(registry)
+    await run_operator(operator_registry())
     await cluster.watched(ACTORS)
     for body in (
         cpu_actor(PREP_A),

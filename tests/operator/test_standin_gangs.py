@@ -19,12 +19,11 @@ from typing import Any
 import kubernetes
 import pytest
 from asya_operator.api.template import GROUP, VERSION
-from asya_operator.handlers.actors import registry
 
 from asya import Client
 from asya.envelope import END_LIMITS, decode_envelope
 from asya.transport.records import RecordKind
-from tests.operator.controller_world import GROUPS, STATEFULSETS, condition_of
+from tests.operator.controller_world import GROUPS, STATEFULSETS, condition_of, operator_registry
 from tests.operator.test_standin import WAIT_S, create_broker_secret, wait_for
 
 # Whatever runs, at every write of a Deployment or StatefulSet, fits the quota.
@@ -102,7 +101,7 @@ async def gpus_for_gangs(
     }
     for plural, body in (("resourceflavors", {**flavor, "spec": {}}), ("resourcepools", POOL)):
         await asyncio.to_thread(custom.create_cluster_custom_object, GROUP, VERSION, plural, body)
-    await run_operator(registry)
+    await run_operator(operator_registry())
     await cluster.watched(GROUPS)
     return custom
 

@@ -248,3 +248,22 @@ def pending_since(status: Mapping[str, Any]) -> float | None:
             stamp = datetime.strptime(condition["lastTransitionTime"], RFC3339)
             return stamp.replace(tzinfo=UTC).timestamp()
     return None
+
+
+def status_seen_since(
+    actor: AsyncActor,
+    deployment_status: Mapping[str, Any] | None,
+    problems: Sequence[Problem],
+    *,
+    now: datetime,
+) -> dict[str, Any]:
+    """The actor's status as anyone but its reconcile writes it: the generation observed stays
+    the one the reconcile applied (objects and queues), not one it has yet to see, so `Ready`
+    waits for the reconcile; so does a broker it found unreachable (`kept_problems`)."""
+    return plan_status(
+        actor,
+        deployment_status,
+        [*problems, *kept_problems(actor)],
+        observed_generation=observed_generation(actor),
+        now=now,
+    )

@@ -1,156 +1,320 @@
-"""One AsyncActor's objects and status, brought in line with its CR: the controller's I/O for it.
+"""One AsyncActor's objects, queues and status, kept in line with its CR.
 
-Each function reads the world through `cluster` (off the event loop: the official client is
-synchronous), asks the pure planners (`plan`, `status`) what to write, and writes it. No
-decision is made here. Used by the AsyncActor handlers (`controller`) and by the admission pass
-(`admission_pass`), which re-applies an actor whose admitted replicas it changed.
+Each method reads what it needs through `Kube`, asks the plans what to write (`actor_objects`,
+`actor_status`) and writes it; it decides nothing of its own beyond when to try again.
+Admission is the admission loop's: an actor with a pool waits for the pass that covers its
+change (`settle`), and its objects and status are written between passes (`between_passes`).
+
+- **reconcile** (create, resume, update): its Secret and flavor are looked up; if one is
+  missing the actor is `Degraded` (naming it), nothing is applied, and kopf tries again every
+  `recheck_s` until it is there. Otherwise its Deployment, TriggerAuthentication and
+  ScaledObject and the namespace's end actors are applied, its queues and the end actors'
+  declared, and its status written (with `observedGeneration`: all of that is done). Only then
+  can `Ready` be True: a client that waits for it finds the queue. While Degraded, `Ready` is
+  False with the reason and `observedGeneration` stays the last generation done. A broker that
+  cannot be reached leaves the actor `Degraded` (`BrokerUnreachable`, with the error), tried
+  again every `recheck_s`; the other writers keep that reason until a declare succeeds. An
+  actor that becomes Degraded, or Degraded for another reason, gets a Warning Event with the
+  condition's reason and message (posted before the status is written). A stored spec the
+  operator cannot take (`StoredSpecError`) is Degraded `InvalidSpec` with an Event, and tried
+  again only when the spec changes.
+- **follow** (its Deployment's or its broker Secret's change): the status again, its
+  `observedGeneration` as the reconcile left it.
+- **release** (delete, behind kopf's finalizer): the end actors lose this owner, a pass frees
+  its quota, then its queues are deleted unless `keepQueues`. Deletion is never blocked for
+  ever: with no Secret (or no `amqp-url` in it) the queues are left on the broker and a
+  warning says so; with the broker unreachable it is tried `queues.DELETE_ATTEMPTS` times,
+  then the queues are left the same way.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping, Sequence
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
-from asya_operator import kube as cluster
+import kopf
+
+from asya.errors import TransportError
+from asya_operator import metrics
 from asya_operator.api.actor import AsyncActor
+from asya_operator.api.decoding import StoredSpecError, decode
 from asya_operator.api.metadata import Owner, actor_name
+from asya_operator.api.template import BROKER_AMQP_URL_KEY, DEFAULT_BROKER_SECRET
 from asya_operator.config import OperatorConfig
-from asya_operator.kube import World
-from asya_operator.plans.actor_objects import plan_actor
+from asya_operator.kube import Kube
+from asya_operator.plans.actor_objects import end_actor_owners, plan_actor, plan_end_actors
 from asya_operator.plans.actor_status import (
+    broker_unreachable,
     find_problems,
-    kept_problems,
-    observed_generation,
+    newly_degraded,
+    plan_refused_status,
     plan_status,
+    status_seen_since,
 )
-from asya_operator.plans.conditions import Problem
+from asya_operator.plans.conditions import Problem, Reason
 from asya_operator.plans.scaling import running_replicas
+from asya_operator.queues import declare_actor_queues, release_queues
+
+_log = logging.getLogger(__name__)
+
+DEGRADED: Final = "Degraded"
+"""How a handler error that leaves the actor Degraded starts (metrics count these apart)."""
 
 
-def _read_world(actor: Owner, namespace: str) -> World:
-    with cluster.api_client() as api:
-        return cluster.read_world(api, actor, namespace)
+class ActorReconciler:
+    """Keeps AsyncActors' objects, queues and status in line (see the module docstring)."""
 
+    def __init__(
+        self,
+        kube: Kube,
+        config: OperatorConfig,
+        *,
+        settle: Callable[[], Awaitable[None]],
+        between_passes: Callable[[], AbstractAsyncContextManager[None]],
+    ) -> None:
+        self._kube = kube
+        self._config = config
+        self._settle = settle
+        self._between_passes = between_passes
 
-async def read_world(actor: Owner, namespace: str) -> World:
-    """What the cluster holds for `actor` (an AsyncActor or ActorGroup): its Secret, flavor,
-    Deployment, the namespace's actors and groups."""
-    return await asyncio.to_thread(_read_world, actor, namespace)
+    async def reconcile(self, body: Mapping[str, Any], namespace: str, logger: Any) -> None:
+        """Apply an AsyncActor's objects and declare its queues, or report what it lacks.
 
+        Raises:
+            kopf.TemporaryError: its Secret or flavor is missing, or the broker is
+                unreachable: kopf calls this again after `recheck_s`.
+            kopf.PermanentError: its stored spec cannot be taken: tried again on a change.
+        """
+        async with _counted():
+            try:
+                actor = decode(body, AsyncActor)
+            except StoredSpecError as exc:
+                await self._refuse(body, namespace, exc)
+                # Tried again when the spec changes (an update), not before.
+                raise kopf.PermanentError(f"{DEGRADED}, nothing applied: {exc}") from exc
+            await self._apply(actor, namespace, logger)
 
-def _apply(bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    with cluster.api_client() as api:
-        return cluster.apply_objects(api, bodies)
+    async def _apply(self, actor: AsyncActor, namespace: str, logger: Any) -> None:
+        recheck_s = self._config.recheck_s
+        if actor.spec.pool is not None:
+            # The pass writes this actor's admitted replicas; plan from what it wrote.
+            await self._settle()
+            fresh = await self._kube.read(AsyncActor, namespace, actor_name(actor))
+            actor = actor if fresh is None else fresh
+        world = await self._kube.world(actor, namespace)
+        problems = find_problems(
+            actor, namespace, secret_keys=world.secret_keys, flavor=world.flavor
+        )
+        if problems:
+            # Nothing applied: the observed generation stays the last one that was.
+            await self._report_seen(namespace, actor_name(actor), world.deployment_status, problems)
+            messages = "; ".join(p.message for p in problems)
+            raise kopf.TemporaryError(
+                f"{DEGRADED}, nothing applied: {messages}; checking again in {recheck_s} s",
+                delay=recheck_s,
+            )
+        owners = end_actor_owners(world.owners, current=actor)
+        bodies = plan_actor(actor, namespace, world.flavor, self._config)
+        bodies += _end_actors(namespace, owners, self._config, logger)
+        deployment, *_others = await self._apply_between_passes(actor, namespace, bodies)
+        assert world.secret is not None  # find_problems checked it and its keys
+        try:
+            url = world.secret[BROKER_AMQP_URL_KEY]
+            await declare_actor_queues(url, namespace, actor_name(actor))
+        except TransportError as exc:
+            problem = broker_unreachable(exc)
+            seen = deployment.get("status")
+            await self._report_seen(namespace, actor_name(actor), seen, [problem])
+            raise kopf.TemporaryError(
+                f"queues not declared: {exc}; trying again in {recheck_s} s", delay=recheck_s
+            ) from exc
+        # Written last: an observedGeneration means the objects are applied and the queues exist.
+        await self._report_applied(actor, namespace, deployment.get("status"))
 
+    async def _apply_between_passes(
+        self, actor: AsyncActor, namespace: str, bodies: Sequence[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Apply an actor's planned objects (its Deployment first). With a pool, between
+        admission passes and with the replicas its status admits now: a pass may have shrunk
+        it since `bodies` were planned, and the quota it gave up may already run elsewhere."""
+        if actor.spec.pool is None:
+            return await self._kube.apply(bodies)
+        async with self._between_passes():
+            current = await self._kube.read(AsyncActor, namespace, actor_name(actor))
+            if current is None:
+                return await self._kube.apply(bodies)
+            deployment, *others = bodies
+            # Being deleted, it is in no pass: the quota its status still shows is another's.
+            leaving = current.metadata.get("deletionTimestamp") is not None
+            replicas = 0 if leaving else running_replicas(current)
+            sized = {**deployment, "spec": {**deployment["spec"], "replicas": replicas}}
+            return await self._kube.apply([sized, *others])
 
-async def apply(bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Apply `bodies` in order; the stored objects."""
-    return await asyncio.to_thread(_apply, bodies)
+    async def follow(self, namespace: str, name: str) -> None:
+        """Write the status of the actor `namespace/name` as the cluster shows it now (its
+        Deployment's replicas, its Secret and flavor), unless it is gone or going, or its
+        stored spec is one the operator refuses (its own reconcile reported that)."""
+        try:
+            actor = await self._kube.read(AsyncActor, namespace, name)
+        except StoredSpecError:
+            return
+        if actor is None or actor.metadata.get("deletionTimestamp"):
+            return
+        world = await self._kube.world(actor, namespace)
+        problems = find_problems(
+            actor, namespace, secret_keys=world.secret_keys, flavor=world.flavor
+        )
+        await self._report_seen(namespace, name, world.deployment_status, problems)
 
+    async def release(
+        self, body: Mapping[str, Any], namespace: str, retry: int, logger: Any
+    ) -> None:
+        """Drop the actor from the end actors' owners and delete its queues (unless
+        `keepQueues`).
 
-async def apply_between_passes(
-    actor: AsyncActor, namespace: str, bodies: Sequence[dict[str, Any]], passes: asyncio.Lock
-) -> list[dict[str, Any]]:
-    """Apply an actor's planned objects (its Deployment first). With a pool, between admission
-    passes (`passes`) and with the replicas its status admits now: a pass may have shrunk it
-    since `bodies` were planned, and the quota it gave up may already run elsewhere."""
-    if actor.spec.pool is None:
-        return await apply(bodies)
-    async with passes:
-        current = await read_actor(namespace, actor_name(actor))
-        if current is None:
-            return await apply(bodies)
-        deployment, *others = bodies
-        # Being deleted, it is in no pass: the quota its status still shows is another's.
-        leaving = current.metadata.get("deletionTimestamp") is not None
-        replicas = 0 if leaving else running_replicas(current)
-        return await apply(
-            [{**deployment, "spec": {**deployment["spec"], "replicas": replicas}}, *others]
+        Raises:
+            kopf.TemporaryError: the broker is unreachable (at most `DELETE_ATTEMPTS` times).
+        """
+        name = str(body["metadata"]["name"])
+        try:
+            actor = decode(body, AsyncActor)
+        except StoredSpecError as exc:
+            await self._release_refused(body, namespace, retry, logger, exc)
+            return
+        world = await self._kube.world(actor, namespace)
+        owners = end_actor_owners(world.owners, leaving=("AsyncActor", name))
+        if owners:
+            # With no owner left, Kubernetes' garbage collector deletes the end actors itself.
+            await self._kube.apply(_end_actors(namespace, owners, self._config, logger))
+        if actor.spec.pool is not None:
+            # Its quota is free now (a deleted actor is out of every pass): others may have it.
+            await self._settle()
+        await release_queues(
+            (world.secret or {}).get(BROKER_AMQP_URL_KEY),
+            namespace,
+            [name],
+            keep=actor.spec.keep_queues,
+            attempt=retry,
+            recheck_s=self._config.recheck_s,
+            logger=logger,
         )
 
+    async def _release_refused(
+        self,
+        body: Mapping[str, Any],
+        namespace: str,
+        retry: int,
+        logger: Any,
+        error: StoredSpecError,
+    ) -> None:
+        """Delete an actor whose spec never decoded, as far as its stored body tells: nothing
+        was applied for it, so only its queues (which an earlier, valid spec may have
+        declared) go."""
+        logger.warning("deleted with a spec the operator refuses", extra={"error": str(error)})
+        spec = body.get("spec") or {}
+        secret = await self._kube.read_secret(namespace, secret_name(spec))
+        await release_queues(
+            (secret or {}).get(BROKER_AMQP_URL_KEY),
+            namespace,
+            [body["metadata"]["name"]],
+            keep=spec.get("keepQueues") is True,
+            attempt=retry,
+            recheck_s=self._config.recheck_s,
+            logger=logger,
+        )
 
-def _scale_down(namespace: str, name: str, replicas: int) -> None:
-    with cluster.api_client() as api:
-        cluster.scale_down_deployment(api, namespace, name, replicas)
+    async def _refuse(
+        self, body: Mapping[str, Any], namespace: str, error: StoredSpecError
+    ) -> None:
+        """Report a stored spec the operator cannot take: Degraded, and a Warning Event."""
+        message = str(error)
+        status = plan_refused_status(message, now=datetime.now(UTC))
+        async with self._between_passes():
+            await self._kube.patch_status(AsyncActor, namespace, body["metadata"]["name"], status)
+        await self._kube.post_event(
+            body, warning=True, reason=str(Reason.INVALID_SPEC), message=message
+        )
+
+    async def _report_applied(
+        self, actor: AsyncActor, namespace: str, deployment_status: Mapping[str, Any] | None
+    ) -> None:
+        """Write the status of an actor whose generation (as `actor` has it) is applied and
+        whose queues are declared: that generation is observed now."""
+        generation = actor.metadata.get("generation")
+
+        def build(current: AsyncActor) -> dict[str, Any]:
+            now = datetime.now(UTC)
+            return plan_status(
+                current, deployment_status, [], observed_generation=generation, now=now
+            )
+
+        await self._write_status(namespace, actor_name(actor), build)
+
+    async def _report_seen(
+        self,
+        namespace: str,
+        name: str,
+        deployment_status: Mapping[str, Any] | None,
+        problems: Sequence[Problem],
+    ) -> None:
+        """Write the actor's status as seen now, its observed generation left as it is."""
+
+        def build(current: AsyncActor) -> dict[str, Any]:
+            return status_seen_since(current, deployment_status, problems, now=datetime.now(UTC))
+
+        await self._write_status(namespace, name, build)
+
+    async def _write_status(
+        self, namespace: str, name: str, build: Callable[[AsyncActor], dict[str, Any]]
+    ) -> None:
+        # Read again and written between admission passes, one writer at a time: the
+        # admission conditions it carries over are then the last pass's, and no writer puts
+        # back a status (an observed generation, a Ready) read before another's.
+        async with self._between_passes():
+            current = await self._kube.read(AsyncActor, namespace, name)
+            if current is None:
+                return
+            status = build(current)
+            news = newly_degraded(current, status)
+            if news is not None:  # first: whoever sees the status finds the Event posted
+                await self._kube.post_event(
+                    current, warning=True, reason=news["reason"], message=news["message"]
+                )
+            await self._kube.patch_status(AsyncActor, namespace, name, status)
 
 
-async def scale_down(namespace: str, name: str, replicas: int) -> None:
-    """Scale the actor's Deployment down to `replicas` if it runs more; returns once the API
-    server has stored it. Only the replicas change: the rest is its reconcile's to apply."""
-    await asyncio.to_thread(_scale_down, namespace, name, replicas)
+def secret_name(spec: Mapping[str, Any]) -> str:
+    """The broker Secret a stored spec names, read raw: for specs that may not decode."""
+    broker = spec.get("broker") or {}
+    return str(broker.get("secretName", DEFAULT_BROKER_SECRET))
 
 
-def _write_status(namespace: str, name: str, status: dict[str, Any]) -> None:
-    with cluster.api_client() as api:
-        cluster.write_status(api, namespace, name, status)
+def _end_actors(
+    namespace: str, owners: list[Owner], config: OperatorConfig, logger: Any
+) -> list[dict[str, Any]]:
+    try:
+        return plan_end_actors(namespace, owners, config)
+    except ValueError as exc:
+        # The actors' own objects are still applied; only the shared end actors wait.
+        logger.error("end actors not applied", extra={"error": str(exc)})
+        return []
 
 
-async def write_status(namespace: str, name: str, status: dict[str, Any]) -> None:
-    """Merge `status` into the AsyncActor's status."""
-    await asyncio.to_thread(_write_status, namespace, name, status)
-
-
-def _read_actor(namespace: str, name: str) -> AsyncActor | None:
-    with cluster.api_client() as api:
-        return cluster.read_actor(api, namespace, name)
-
-
-async def read_actor(namespace: str, name: str) -> AsyncActor | None:
-    """The AsyncActor as stored now (None: gone)."""
-    return await asyncio.to_thread(_read_actor, namespace, name)
-
-
-def _read_secret(namespace: str, name: str) -> dict[str, str] | None:
-    with cluster.api_client() as api:
-        return cluster.read_secret(api, namespace, name)
-
-
-async def read_secret(namespace: str, name: str) -> dict[str, str] | None:
-    """The Secret's data, decoded (None: no such Secret)."""
-    return await asyncio.to_thread(_read_secret, namespace, name)
-
-
-def _post_event_on(body: Mapping[str, Any], reason: str, message: str) -> None:
-    with cluster.api_client() as api:
-        cluster.post_event_on(api, body, warning=True, reason=reason, message=message)
-
-
-async def post_event_on(body: Mapping[str, Any], *, reason: str, message: str) -> None:
-    """A Warning Event about the stored object `body`."""
-    await asyncio.to_thread(_post_event_on, body, reason, message)
-
-
-def problems_of(actor: AsyncActor, namespace: str, world: World) -> list[Problem]:
-    """What `actor` needs and the cluster lacks."""
-    keys = None if world.secret is None else set(world.secret)
-    return find_problems(actor, namespace, secret_keys=keys, flavor=world.flavor)
-
-
-def status_seen_since(
-    actor: AsyncActor, deployment_status: dict[str, Any] | None, problems: Sequence[Problem]
-) -> dict[str, Any]:
-    """The actor's status as anyone but its reconcile writes it: the generation observed stays
-    the one the reconcile applied (objects and queues), not one it has yet to see, so `Ready`
-    waits for the reconcile; so does a broker it found unreachable (`kept_problems`)."""
-    return plan_status(
-        actor,
-        deployment_status,
-        [*problems, *kept_problems(actor)],
-        observed_generation=observed_generation(actor),
-        now=datetime.now(UTC),
-    )
-
-
-async def reapply(namespace: str, name: str, config: OperatorConfig) -> None:
-    """Apply an actor's objects as its own reconcile would (its admission changed): its
-    Deployment follows. A Degraded actor is left to its own reconcile."""
-    actor = await read_actor(namespace, name)
-    if actor is None or actor.metadata.get("deletionTimestamp"):
-        return
-    world = await read_world(actor, namespace)
-    if problems_of(actor, namespace, world):
-        return
-    deployment, *_others = await apply(plan_actor(actor, namespace, world.flavor, config))
-    await write_status(namespace, name, status_seen_since(actor, deployment.get("status"), []))
+@asynccontextmanager
+async def _counted() -> AsyncIterator[None]:
+    # One reconciliation's outcome and duration; the handler's own errors pass through.
+    started = time.monotonic()
+    outcome = "error"
+    try:
+        yield
+        outcome = "applied"
+    except kopf.TemporaryError as exc:
+        outcome = "degraded" if str(exc).startswith(DEGRADED) else "broker_unreachable"
+        raise
+    finally:
+        metrics.RECONCILES.labels(outcome=outcome).inc()
+        metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)

@@ -1,21 +1,28 @@
-"""The admission pass: read every pool, pooled actor and ActorGroup, decide, carry it out.
+"""The admission loop: one task that owns admission for the whole operator.
 
-The controller runs a pass whenever something admission depends on changes (a pool, a cohort,
-a pooled actor, a group, a group's pods' readiness) and when a gang's readiness deadline or
-requeue time comes (`ReadinessClock`). Passes run one at a time (`memo["admission"]`): each
-reads the whole state and writes what it decides. A pass:
-1. reads the world (`cluster.read_admission_world`), which pooled actors and groups are being
-   deleted among it;
-2. moves each group's instances on (`gangs.before_pass`: readiness timeouts, requeues);
-3. asks the engine (`admission.admit`) for every pooled actor's replicas and every pooled
-   group's pending instances, and records its decisions (`gangs.after_pass`);
+Handlers never run admission themselves: they tell the loop that something changed
+(`request()`, or `settle()` to wait for the pass that covers the change). The loop coalesces
+bursts (every request made before a pass starts is covered by that one pass), and runs passes
+one at a time. A pass:
+1. reads the world (`Kube.admission_world`), which pooled actors and groups are being deleted
+   among it;
+2. moves each group's instances on (`instances.before_pass`: readiness timeouts, requeues);
+3. asks the engine (`plans.admission.admit`) for every pooled actor's replicas and every pooled
+   group's pending instances, and records its decisions (`instances.after_pass`);
 4. writes each pool's status;
 5. carries the decisions out, shrinking first: an actor or group being deleted, an actor losing
-   replicas (the one whose reconcile runs the pass too) and an instance losing its quota are
-   scaled away before anything grows, so what runs never exceeds the quota (a preempted pod
-   drains: its sidecar gives its envelopes back to the queue); for each change an Event is
-   posted (an admission, a preemption, an eviction), then the status written;
-6. sets the clock to the next readiness deadline or requeue time.
+   replicas and an instance losing its quota are scaled away before anything grows, so what
+   runs never exceeds the quota (a preempted pod drains: its sidecar gives its envelopes back
+   to the queue); for each change an Event is posted (an admission, a preemption, an
+   eviction), then the status written, then the actor's objects re-applied from that status
+   and each group's objects applied for the instances that run;
+6. wakes itself at the next readiness deadline or requeue time (nothing else would: no object
+   changes then), or after `recheck_s` if the pass failed.
+
+Time is the loop's `clock` (Unix seconds), an argument: the gang deadlines, the statuses'
+transition times and the wake-ups all read it. Whatever must not interleave with a pass (an
+actor's objects applied with the replicas its status admits, its status written) runs inside
+`between_passes()`.
 """
 
 from __future__ import annotations
@@ -24,51 +31,141 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
-import kopf
 import msgspec
 
-from asya_operator import kube as cluster
 from asya_operator import metrics
-from asya_operator.api.group import ActorGroup, InstanceStatus, held, known_instances
-from asya_operator.api.metadata import Owner, actor_name
+from asya_operator.api.actor import AsyncActor
+from asya_operator.api.group import HOLDING, ActorGroup, InstanceStatus, held, known_instances
+from asya_operator.api.metadata import actor_name
+from asya_operator.api.pool import ResourcePool
 from asya_operator.config import OperatorConfig
-from asya_operator.kube import AdmissionWorld, MemberPods
-from asya_operator.plans import instances as gangs
-from asya_operator.plans.actor_status import admission_changed, pending_since, plan_admission_status
+from asya_operator.kube import AdmissionWorld, Kube, MemberPods
+from asya_operator.plans import instances
+from asya_operator.plans.actor_objects import plan_actor
+from asya_operator.plans.actor_status import (
+    admission_changed,
+    find_problems,
+    pending_since,
+    plan_admission_status,
+    status_seen_since,
+)
 from asya_operator.plans.admission import admit
+from asya_operator.plans.group_objects import plan_group, service_name
+from asya_operator.plans.group_status import find_group_problems, plan_group_status
 from asya_operator.plans.instances import Change, Happened
 from asya_operator.plans.pool_status import plan_pool_statuses
 from asya_operator.plans.scaling import admitted_replicas, desired_replicas
 from asya_operator.plans.workloads import ActorAdmission, Decisions, PooledActor, PooledGroup
-from asya_operator.reconcile import actors as actor_sync
-from asya_operator.reconcile import groups as group_sync
 
 _log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
+"""(namespace, name) of an AsyncActor or an ActorGroup."""
 
-_WARNINGS = frozenset({Happened.PREEMPTED, Happened.EVICTED, Happened.DEACTIVATED})
+_WARNINGS: Final = frozenset({Happened.PREEMPTED, Happened.EVICTED, Happened.DEACTIVATED})
+
+_LATE_S: Final = 0.05
+"""How late an alarm rings: a little late rather than early, since the monotonic clock the
+wait runs on and the wall clock the deadlines are in may drift apart by a few milliseconds."""
 
 
-async def run_pass(
-    memo: Any,
-    logger: kopf.Logger | logging.Logger,
-    *,
-    skip: Key | None = None,
-    refresh: Key | None = None,
-) -> None:
-    """One admission pass (see the module docstring). `skip` is an AsyncActor whose objects
-    the caller applies next itself (its own reconcile: a shrink of its Deployment is still
-    written here, before anything grows); `refresh` an ActorGroup whose objects are applied
-    even if what it runs is unchanged (its spec changed)."""
-    async with memo["admission"]:
-        config: OperatorConfig = memo["config"]
-        world = await asyncio.to_thread(_read_admission_world)
-        now = time.time()
+class AdmissionLoop:
+    """The one task that runs admission passes (see the module docstring)."""
+
+    def __init__(
+        self, kube: Kube, config: OperatorConfig, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._kube = kube
+        self._config = config
+        self._clock = clock
+        self._wanted = asyncio.Event()
+        self._next: asyncio.Future[None] | None = None
+        self._refresh: set[Key] = set()
+        self._passing = asyncio.Lock()
+        self._alarm: float | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.passes = 0
+        """Passes run so far (failed ones included)."""
+
+    def request(self, *, refresh: Key | None = None) -> asyncio.Future[None]:
+        """Ask for a pass; the future of the pass that will cover it (done when that pass
+        ends, with its error if it failed). `refresh` is an ActorGroup whose objects that pass
+        applies even if what it runs is unchanged (its spec changed)."""
+        if refresh is not None:
+            self._refresh.add(refresh)
+        if self._next is None:
+            self._next = asyncio.get_running_loop().create_future()
+            # Retrieved here, so that a failed pass nobody waits for is not reported as lost.
+            self._next.add_done_callback(_retrieve)
+        self._wanted.set()
+        return self._next
+
+    async def settle(self, *, refresh: Key | None = None) -> None:
+        """Ask for a pass and wait until it has run.
+
+        Raises:
+            Exception: the pass failed (the API server's error, ...); it is tried again.
+        """
+        await asyncio.shield(self.request(refresh=refresh))
+
+    @contextlib.asynccontextmanager
+    async def between_passes(self) -> AsyncIterator[None]:
+        """No pass runs while this is held: what is read and written inside sees the last
+        pass's decisions, and the next pass sees what was written."""
+        async with self._passing:
+            yield
+
+    def start(self) -> None:
+        """Run the loop as a task of the running event loop."""
+        self._task = asyncio.create_task(self.run(), name="asya admission loop")
+
+    async def stop(self) -> None:
+        """Cancel the loop's task and wait for it."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def run(self) -> None:
+        """Run passes for ever: whenever asked, and when the alarm rings."""
+        while True:
+            await self._wait()
+            self._wanted.clear()
+            covered, self._next = self._next, None
+            refresh, self._refresh = self._refresh, set()
+            try:
+                async with self._passing:
+                    self._alarm = await self.run_pass(refresh)
+            except Exception as exc:  # tried again after recheck_s; the askers see the error
+                _log.warning("admission pass failed", extra={"error": str(exc)})
+                self._refresh |= refresh
+                self._alarm = self._clock() + self._config.recheck_s
+                if covered is not None:
+                    covered.set_exception(exc)
+            else:
+                if covered is not None:
+                    covered.set_result(None)
+
+    async def _wait(self) -> None:
+        if self._wanted.is_set():
+            return
+        delay = None if self._alarm is None else max(0.0, self._alarm - self._clock()) + _LATE_S
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(delay):
+                await self._wanted.wait()
+        self._alarm = None
+
+    async def run_pass(self, refresh: Collection[Key] = ()) -> float | None:
+        """One admission pass (see the module docstring), at the loop's clock; when the next
+        one is due on its own (a readiness deadline or requeue time; None: none is)."""
+        self.passes += 1
+        metrics.ADMISSION_PASSES.inc()
+        world = await self._kube.admission_world()
+        now = self._clock()
         ready = {
             (ns, g.metadata["name"]): _ready_instances(
                 g, world.group_pods.get((ns, g.metadata["name"]), [])
@@ -79,54 +176,186 @@ async def run_pass(
         ages = _ages(world)
         pooled = _pooled_actors(world, ages)
         pooled_groups = [
-            gangs.pooled_group(group, states[ns, group.metadata["name"]], age=ages[_gk(ns, group)])
+            instances.pooled_group(
+                group,
+                states[ns, group.metadata["name"]],
+                age=ages["ActorGroup", ns, group.metadata["name"]],
+            )
             for ns, group in world.groups
             if group.spec.pool is not None
         ]
         decided = admit(world.pools, world.cohorts, world.namespace_labels, pooled, pooled_groups)
         for pooled_group in pooled_groups:
             key = (pooled_group.namespace, pooled_group.name)
-            states[key], after = gangs.after_pass(states[key], decided.groups[key], now)
+            states[key], after = instances.after_pass(states[key], decided.groups[key], now)
             changes[key] += after
-        metrics.ADMISSION_PASSES.inc()
-        await _write_pool_statuses(world, pooled, pooled_groups, decided)
+        await self._write_pool_statuses(world.pools, pooled, pooled_groups, decided)
         groups = {(ns, g.metadata["name"]): g for ns, g in world.groups}
         # Shrinking first: a preemptor's pods never start before its victim's are scaled away,
         # nor a deleted actor's or group's quota taken before its pods are.
-        await _stop_leaving(world.leaving)
+        await self._stop_leaving(world.leaving)
         for key, group in groups.items():
-            running = set(gangs.holding(states[key]))
-            pods = world.group_pods.get(key, [])
-            await group_sync.stop_instances_but(group, key[0], running, pods)
-        await _carry_out_actors(world, decided, skip, config, logger)
+            running = set(instances.holding(states[key]))
+            await self._stop_instances_but(group, key[0], running, world.group_pods.get(key, []))
+        await self._carry_out_actors(world, decided, now)
         for key, group in groups.items():
             # Events first: whoever sees the new status finds them posted.
-            await _report(group, changes[key], logger)
-            seen = ready.get(key, {})
-            force = key == refresh
-            await group_sync.sync(
-                group, key[0], states[key], seen, config, logger=logger, force=force
+            await self._report(group, changes[key])
+            await self._sync_group(group, key[0], states[key], ready.get(key, {}), now, refresh)
+        return _next_deadline(groups, states)
+
+    async def _write_pool_statuses(
+        self,
+        pools: Sequence[ResourcePool],
+        pooled: Sequence[PooledActor],
+        groups: Sequence[PooledGroup],
+        decided: Decisions,
+    ) -> None:
+        planned = plan_pool_statuses(pools, pooled, groups, decided)
+        metrics.record_pools(planned)
+        for pool in pools:
+            name = str(pool.metadata["name"])
+            before = msgspec.to_builtins(pool.status) if pool.status is not None else {}
+            if {k: before.get(k) for k in planned[name]} != planned[name]:
+                await self._kube.patch_status(ResourcePool, None, name, planned[name])
+
+    async def _stop_leaving(self, leaving: Sequence[tuple[str, str, str]]) -> None:
+        """Stop the pods of each actor and group being deleted: they are in no pass, so the
+        quota they hold is free for others (their own delete handlers do the rest)."""
+        for kind, namespace, name in leaving:
+            if kind == "AsyncActor":
+                await self._kube.scale_down(namespace, name, 0)
+            else:
+                await self._kube.delete_group_objects(namespace, name)
+
+    async def _stop_instances_but(
+        self,
+        group: ActorGroup,
+        namespace: str,
+        running: Collection[int],
+        pods: Collection[MemberPods],
+    ) -> None:
+        """Delete the StatefulSets and Service of every instance of `group` not `running`."""
+        name = group.metadata["name"]
+        stopped = sorted({p.instance for p in pods if p.instance not in running})
+        doomed = [("StatefulSet", p.name) for p in pods if p.instance not in running]
+        doomed += [("Service", service_name(name, i)) for i in stopped]
+        await self._kube.delete(namespace, doomed)
+
+    async def _carry_out_actors(
+        self, world: AdmissionWorld, decided: Decisions, now: float
+    ) -> None:
+        at = datetime.fromtimestamp(now, UTC)
+        waiting: dict[Key, float] = {}
+
+        def growth(item: tuple[str, AsyncActor]) -> int:
+            namespace, actor = item
+            return decided.actors[namespace, actor_name(actor)].admitted - admitted_replicas(actor)
+
+        # Shrinking actors first, as groups: the Deployments together never run more than quota.
+        for namespace, actor in sorted(world.actors, key=growth):
+            key = (namespace, actor_name(actor))
+            admission = decided.actors[key]
+            status = plan_admission_status(actor, admission, now=at)
+            since = pending_since(status)
+            if since is not None:
+                waiting[key] = since
+            if not admission_changed(actor, status):
+                continue
+            words = _admission_words(actor, admission)
+            _log.info("admission", extra={"object": f"{key[0]}/{key[1]}", "decision": words})
+            await self._actor_event(actor, admission, words)  # first: the status's readers see it
+            await self._kube.patch_status(AsyncActor, namespace, key[1], status)
+            if admission.admitted < admitted_replicas(actor):
+                # Scaled down here and now, a Degraded actor too: the quota it gives up may be
+                # another's next, whose Deployment grows below.
+                running = min(desired_replicas(actor), admission.admitted)
+                await self._kube.scale_down(namespace, key[1], running)
+            await self._reapply(namespace, key[1], at)
+        metrics.record_pending(waiting)
+
+    async def _reapply(self, namespace: str, name: str, at: datetime) -> None:
+        """Apply an actor's objects from its status as just written (its Deployment follows
+        what is admitted). A Degraded actor, or one being deleted, is left to its handlers."""
+        actor = await self._kube.read(AsyncActor, namespace, name)
+        if actor is None or actor.metadata.get("deletionTimestamp"):
+            return
+        world = await self._kube.world(actor, namespace)
+        if find_problems(actor, namespace, secret_keys=world.secret_keys, flavor=world.flavor):
+            return
+        bodies = plan_actor(actor, namespace, world.flavor, self._config)
+        deployment, *_others = await self._kube.apply(bodies)
+        status = status_seen_since(actor, deployment.get("status"), [], now=at)
+        await self._kube.patch_status(AsyncActor, namespace, name, status)
+
+    async def _actor_event(self, actor: AsyncActor, admission: ActorAdmission, words: str) -> None:
+        before = admitted_replicas(actor)
+        if admission.preempted_by is not None:
+            metrics.PREEMPTIONS.inc()
+            await self._kube.post_event(actor, warning=True, reason="Preempted", message=words)
+        elif admission.admitted > before:
+            holds = f"{admission.admitted} replicas hold quota in flavor {admission.flavor}"
+            message = f"{holds}: {words}"
+            await self._kube.post_event(actor, warning=False, reason="Admitted", message=message)
+
+    async def _report(self, group: ActorGroup, changes: Sequence[Change]) -> None:
+        where = f"{group.metadata['namespace']}/{group.metadata['name']}"
+        for change in changes:
+            fields = {"object": where, "instance": change.instance, "decision": change.message}
+            _log.info("admission", extra=fields)
+            if change.happened is Happened.PREEMPTED:
+                metrics.PREEMPTIONS.inc()
+            if change.happened in (Happened.EVICTED, Happened.DEACTIVATED):
+                metrics.GANG_EVICTIONS.inc()
+            await self._kube.post_event(
+                group,
+                warning=change.happened in _WARNINGS,
+                reason=str(change.happened),
+                message=f"instance {change.instance}: {change.message}",
             )
-        memo["clock"].wake_at(_next_deadline(groups, states))
+
+    async def _sync_group(
+        self,
+        group: ActorGroup,
+        namespace: str,
+        states: Mapping[int, InstanceStatus],
+        ready: Mapping[int, bool],
+        now: float,
+        refresh: Collection[Key],
+    ) -> None:
+        """Apply the running instances' objects if what runs changed (or the group is to be
+        refreshed: its spec changed), and write the status if it says something new. A group
+        that lacks something (its Secret, a flavor, a member name an AsyncActor has) is
+        Degraded and gets no objects."""
+        name = group.metadata["name"]
+        running = {i: held(s) for i, s in sorted(states.items()) if s.phase in HOLDING}
+        before = {i: h for i, h in ((i, held(s)) for i, s in known_instances(group).items()) if h}
+        wanted = {f for members in running.values() for f, _count in members.values() if f}
+        flavors = await self._kube.read_flavors(wanted)
+        secret = await self._kube.read_secret(namespace, group.spec.broker.secret_name)
+        problems = find_group_problems(
+            group,
+            namespace,
+            secret_keys=None if secret is None else set(secret),
+            missing_flavors=wanted - set(flavors),
+            actor_names=await self._kube.actor_names(namespace),
+        )
+        if not problems and ((namespace, name) in refresh or running != before):
+            await self._kube.apply(plan_group(group, namespace, running, flavors, self._config))
+        status = plan_group_status(
+            group, states, ready, problems, now=datetime.fromtimestamp(now, UTC)
+        )
+        if _group_status_changed(group, status):
+            await self._kube.patch_status(ActorGroup, namespace, name, status)
+            if problems:
+                why = "; ".join(p.message for p in problems)
+                fields = {"object": f"{namespace}/{name}", "problems": why}
+                _log.warning("ActorGroup not applied", extra=fields)
 
 
-def _read_admission_world() -> AdmissionWorld:
-    with cluster.api_client() as api:
-        return cluster.read_admission_world(api)
-
-
-async def _stop_leaving(leaving: Sequence[tuple[str, str, str]]) -> None:
-    """Stop the pods of each actor and group being deleted: they are in no pass, so the quota
-    they hold is free for others (their own delete handlers do the rest)."""
-    for kind, namespace, name in leaving:
-        if kind == "AsyncActor":
-            await actor_sync.scale_down(namespace, name, 0)
-        else:
-            await group_sync.delete_group_objects(namespace, name)
-
-
-def _gk(namespace: str, group: ActorGroup) -> tuple[str, str, str]:
-    return ("ActorGroup", namespace, group.metadata["name"])
+def _retrieve(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _ages(world: AdmissionWorld) -> dict[tuple[str, str, str], int]:
@@ -182,71 +411,13 @@ def _groups_before(
         key = (namespace, group.metadata["name"])
         seen = ready.get(key, {})
         if group.spec.pool is None:
-            states[key], changes[key] = gangs.unpooled(group, seen), []
+            states[key], changes[key] = instances.unpooled(group, seen), []
         else:
-            states[key], changes[key] = gangs.before_pass(group, seen, now)
+            states[key], changes[key] = instances.before_pass(group, seen, now)
     return states, changes
 
 
-async def _write_pool_statuses(
-    world: AdmissionWorld,
-    pooled: Sequence[PooledActor],
-    groups: Sequence[PooledGroup],
-    decided: Decisions,
-) -> None:
-    planned = plan_pool_statuses(world.pools, pooled, groups, decided)
-    metrics.record_pools(planned)
-    for pool in world.pools:
-        name = str(pool.metadata["name"])
-        before = msgspec.to_builtins(pool.status) if pool.status is not None else {}
-        if {k: before.get(k) for k in planned[name]} != planned[name]:
-            await asyncio.to_thread(_write_pool_status, name, planned[name])
-
-
-def _write_pool_status(name: str, status: dict[str, Any]) -> None:
-    with cluster.api_client() as api:
-        cluster.write_pool_status(api, name, status)
-
-
-async def _carry_out_actors(
-    world: AdmissionWorld,
-    decided: Decisions,
-    skip: Key | None,
-    config: OperatorConfig,
-    logger: kopf.Logger | logging.Logger,
-) -> None:
-    now = datetime.now(UTC)
-    waiting: dict[Key, float] = {}
-
-    def growth(item: tuple[str, Any]) -> int:
-        namespace, actor = item
-        return decided.actors[namespace, actor_name(actor)].admitted - admitted_replicas(actor)
-
-    # Shrinking actors first, as groups: the Deployments together never run more than quota.
-    for namespace, actor in sorted(world.actors, key=growth):
-        key = (namespace, actor_name(actor))
-        admission = decided.actors[key]
-        status = plan_admission_status(actor, admission, now=now)
-        since = pending_since(status)
-        if since is not None:
-            waiting[key] = since
-        if not admission_changed(actor, status):
-            continue
-        words = _admission_words(actor, admission)
-        logger.info(f"admission: {key[0]}/{key[1]}: {words}")
-        await _actor_event(actor, admission, words)  # first: whoever sees the status finds it
-        await actor_sync.write_status(namespace, key[1], status)
-        if admission.admitted < admitted_replicas(actor):
-            # Scaled down here and now, the caller's own actor and a Degraded one too: the
-            # quota it gives up may be another's next, whose Deployment grows below.
-            running = min(desired_replicas(actor), admission.admitted)
-            await actor_sync.scale_down(namespace, key[1], running)
-        if key != skip:
-            await actor_sync.reapply(namespace, key[1], config)
-    metrics.record_pending(waiting)
-
-
-def _admission_words(actor: Any, admission: ActorAdmission) -> str:
+def _admission_words(actor: AsyncActor, admission: ActorAdmission) -> str:
     # The message, when there is one, starts with the counts ("3 of 5 replicas admitted, ...").
     text = admission.message or f"{admission.admitted} of {desired_replicas(actor)} admitted"
     if admission.preempted_by is not None:
@@ -254,97 +425,23 @@ def _admission_words(actor: Any, admission: ActorAdmission) -> str:
     return text
 
 
-async def _actor_event(actor: Any, admission: ActorAdmission, words: str) -> None:
-    before = admitted_replicas(actor)
-    if admission.preempted_by is not None:
-        metrics.PREEMPTIONS.inc()
-        await post_event(actor, warning=True, reason="Preempted", message=words)
-    elif admission.admitted > before:
-        held = f"{admission.admitted} replicas hold quota in flavor {admission.flavor}"
-        await post_event(actor, warning=False, reason="Admitted", message=f"{held}: {words}")
+def _group_status_changed(group: ActorGroup, status: Mapping[str, Any]) -> bool:
+    """Whether `status` says anything the group's does not (transition times aside)."""
+    before = msgspec.to_builtins(group.status) if group.status is not None else {}
 
-
-async def _report(
-    group: ActorGroup, changes: Sequence[Change], logger: kopf.Logger | logging.Logger
-) -> None:
-    where = f"{group.metadata['namespace']}/{group.metadata['name']}"
-    for change in changes:
-        logger.info(f"admission: {where}[{change.instance}]: {change.message}")
-        if change.happened is Happened.PREEMPTED:
-            metrics.PREEMPTIONS.inc()
-        if change.happened in (Happened.EVICTED, Happened.DEACTIVATED):
-            metrics.GANG_EVICTIONS.inc()
-        await post_event(
-            group,
-            warning=change.happened in _WARNINGS,
-            reason=str(change.happened),
-            message=f"instance {change.instance}: {change.message}",
+    def essence(value: Mapping[str, Any]) -> dict[str, Any]:
+        kept = {k: value.get(k) for k in status}
+        kept["conditions"] = sorted(
+            (c["type"], c["status"], c.get("reason"), c.get("message"))
+            for c in value.get("conditions") or ()
         )
+        return kept
 
-
-async def post_event(owner: Owner, *, warning: bool, reason: str, message: str) -> None:
-    """Post a Kubernetes Event about `owner`; a failure is logged, never raised (an Event is a
-    report, not a decision)."""
-
-    def post() -> None:
-        with cluster.api_client() as api:
-            cluster.post_event(api, owner, warning=warning, reason=reason, message=message)
-
-    try:
-        await asyncio.to_thread(post)
-    except Exception as exc:  # the API server's answer, whatever it is: reported, not fatal
-        _log.warning(f"event {reason} not posted for {owner.metadata.get('name')}: {exc}")
+    return essence(before) != essence(status)
 
 
 def _next_deadline(
     groups: Mapping[Key, ActorGroup], states: Mapping[Key, Mapping[int, InstanceStatus]]
 ) -> float | None:
-    deadlines = [gangs.next_deadline(group, states[key]) for key, group in groups.items()]
+    deadlines = [instances.next_deadline(group, states[key]) for key, group in groups.items()]
     return min((d for d in deadlines if d is not None), default=None)
-
-
-class ReadinessClock:
-    """Runs an admission pass when the earliest gang readiness deadline or requeue time comes
-    (nothing else would: no object changes then). One task, owned by the operator's startup
-    and cancelled at its cleanup; `wake_at` moves the alarm."""
-
-    def __init__(self, run: Callable[[], Awaitable[None]], *, retry_s: float) -> None:
-        self._run = run
-        self._retry_s = retry_s
-        self._at: float | None = None
-        self._moved = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    def wake_at(self, at: float | None) -> None:
-        """Run a pass at `at` (Unix seconds; None: no alarm)."""
-        if at != self._at:
-            self._at = at
-            self._moved.set()
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="asya readiness clock")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _loop(self) -> None:
-        while True:
-            self._moved.clear()
-            # A little late rather than early: the monotonic clock the wait runs on and the
-            # wall clock the deadlines are in may drift apart by a few milliseconds.
-            delay = None if self._at is None else max(0.0, self._at - time.time()) + 0.05
-            try:
-                async with asyncio.timeout(delay):
-                    await self._moved.wait()
-                continue
-            except TimeoutError:
-                pass
-            self._at = None
-            try:
-                await self._run()
-            except Exception as exc:  # a failed pass is tried again, never ends the clock
-                _log.warning(f"admission pass at a readiness deadline failed: {exc}")
-                self.wake_at(time.time() + self._retry_s)
