@@ -5,6 +5,7 @@ them (`grimp`). The layers themselves are import-linter contracts in pyproject.t
 from __future__ import annotations
 
 import functools
+import itertools
 
 import grimp
 
@@ -35,7 +36,7 @@ def test_the_chain_measured_is_a_real_one_from_the_command_line_down():
     graph = grimp.build_graph("asya_operator")
     chain = _longest_chain("asya_operator")
     assert chain[0] == "asya_operator.cli"
-    for upper, lower in zip(chain, chain[1:], strict=False):
+    for upper, lower in itertools.pairwise(chain):
         assert graph.direct_import_exists(importer=upper, imported=lower), (upper, lower)
     leaf_imports = graph.find_modules_directly_imported_by(chain[-1])
     assert not {m for m in leaf_imports if m.startswith("asya_operator")}
