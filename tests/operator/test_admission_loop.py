@@ -1,0 +1,163 @@
+"""The admission loop driven by hand on the stand-in cluster, with a clock of the test's.
+
+No kopf here: the test makes the changes a burst of events would announce, calls `request()`
+as the handlers do, and holds a pass open (a cluster client whose first read waits for the test)
+to make a burst arrive while a pass runs. What it shows: a burst is one pass, the decisions
+are the engine's on the same snapshot, the clock is the one given, and a failed pass reaches
+the handlers that wait for it and is tried again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from datetime import UTC, datetime
+
+import pytest
+from asya_operator.api.actor import AsyncActor
+from asya_operator.config import load_operator_config
+from asya_operator.kube import AdmissionWorld, Kube
+from asya_operator.plans.admission import admit
+from asya_operator.plans.workloads import PooledActor
+from asya_operator.reconcile.admission import AdmissionLoop
+
+from tests.operator.test_controller_admission import gpu_actor, pool_body
+
+pytestmark = pytest.mark.usefixtures("quota_watch")
+
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+ACTORS = 10
+CHANGES = 100
+
+
+class HeldKube(Kube):
+    """The cluster client, but each pass's first read waits while `held` is clear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held = asyncio.Event()
+        self.held.set()
+        self.reading = asyncio.Event()
+        self.failures = 0
+
+    async def admission_world(self) -> AdmissionWorld:
+        self.reading.set()
+        await self.held.wait()
+        if self.failures:
+            self.failures -= 1
+            raise RuntimeError("the API server answered 500")
+        return await super().admission_world()
+
+
+@pytest.fixture
+async def loop(world):
+    kube = HeldKube()
+    await kube.connect()
+    running = AdmissionLoop(kube, load_operator_config(os.environ), clock=lambda: NOW)
+    running.start()
+    yield running, kube
+    await running.stop()
+
+
+async def _admitted(kube: Kube, namespace: str) -> dict[str, tuple[int, str | None]]:
+    found = {}
+    for i in range(ACTORS):
+        actor = await kube.read(AsyncActor, namespace, f"a{i}")
+        assert actor is not None
+        status = actor.status
+        found[f"a{i}"] = (
+            status.admitted_replicas if status else 0,
+            status.admitted_flavor if status else None,
+        )
+    return found
+
+
+async def test_a_burst_of_a_hundred_changes_during_a_pass_is_one_more_pass_deciding_as_the_engine(
+    world, quota, loop
+):
+    running, kube = loop
+    create, _patch = quota
+    await create("resourcepools", pool_body(7))
+    for i in range(ACTORS):
+        await world.create_actor(gpu_actor(f"a{i}", replicas=0, priority=i % 3))
+    await running.settle()
+    assert running.passes == 1
+
+    kube.held.clear()
+    kube.reading.clear()
+    in_flight = running.request()
+    await kube.reading.wait()  # a pass has started and waits on its read
+    burst: list[asyncio.Future[None]] = []
+    desired: dict[str, int] = {}
+    for n in range(CHANGES):
+        name, replicas = f"a{n % ACTORS}", 1 + (n * 7) % 4
+        await world.patch_actor(name, {"spec": {"replicas": replicas}})
+        desired[name] = replicas
+        burst.append(running.request())
+    # Every request of the burst is covered by one pass: the one after the pass in flight.
+    assert all(future is burst[0] for future in burst)
+    assert burst[0] is not in_flight
+    kube.held.set()
+    await in_flight
+    await burst[0]
+    assert running.passes == 3
+
+    # The engine, asked directly about the same snapshot (nothing held before the burst).
+    snapshot = await Kube.admission_world(kube)
+    pooled = [
+        PooledActor(
+            namespace=world.namespace,
+            name=name,
+            pool="team-a",
+            priority=int(name[1:]) % 3,
+            age=int(name[1:]),
+            flavor=None,
+            resources=actor.spec.resources,
+            desired=desired[name],
+            admitted=0,
+            admitted_flavor=None,
+        )
+        for namespace, actor in snapshot.actors
+        for name in (actor.metadata["name"],)
+    ]
+    engine = admit(snapshot.pools, snapshot.cohorts, snapshot.namespace_labels, pooled, [])
+    expected = {
+        key[1]: (decision.admitted, decision.flavor if decision.admitted else None)
+        for key, decision in engine.actors.items()
+    }
+    assert sum(count for count, _flavor in expected.values()) == 7  # the quota, all of it
+    assert await _admitted(kube, world.namespace) == expected
+
+
+async def test_the_statuses_of_a_pass_carry_the_loops_clock(world, quota, loop):
+    running, kube = loop
+    create, _patch = quota
+    await create("resourcepools", pool_body(1))
+    await world.create_actor(gpu_actor("a0", replicas=2))
+    await running.settle()
+    actor = await kube.read(AsyncActor, world.namespace, "a0")
+    assert actor is not None
+    assert actor.status is not None
+    admitted = {c.type: c for c in actor.status.conditions or ()}["Admitted"]
+    assert admitted.status == "False"  # 1 of 2: waiting since the loop's now
+    at = datetime.fromtimestamp(NOW, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert admitted.last_transition_time == at
+
+
+async def test_a_failed_pass_reaches_whoever_waits_for_it_and_is_tried_again(world, quota, loop):
+    running, kube = loop
+    create, _patch = quota
+    await create("resourcepools", pool_body(2))
+    await world.create_actor(gpu_actor("a0", replicas=2))
+    kube.failures = 1
+    with pytest.raises(RuntimeError, match="500"):
+        await running.settle()
+    # Tried again on its own after recheck_s (no request), and then it decides.
+    kube.reading.clear()
+    async with asyncio.timeout(10):
+        await kube.reading.wait()
+    await running.settle()
+    actor = await kube.read(AsyncActor, world.namespace, "a0")
+    assert actor is not None
+    assert actor.status is not None
+    assert actor.status.admitted_replicas == 2
