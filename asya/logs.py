@@ -42,7 +42,7 @@ class OneLineFormatter(logging.Formatter):
         self._quiet_tracebacks = quiet_tracebacks
 
     def format(self, record: logging.LogRecord) -> str:
-        fields = {k: v for k, v in vars(record).items() if k not in _RECORD_ATTRIBUTES}
+        fields = extra_fields(record)
         traceback = None
         if record.exc_info and record.exc_info[1] is not None:
             if self._quiet_tracebacks and _is_quiet(record.name):
@@ -53,7 +53,7 @@ class OneLineFormatter(logging.Formatter):
         if self._as_json:
             return _as_json(record, fields, traceback)
         message = record.getMessage().replace("\n", "\\n")
-        pairs = "".join(f" {key}={_logfmt(value)}" for key, value in fields.items())
+        pairs = logfmt_pairs(fields)
         line = f"{record.levelname} {record.name}: {message}{pairs}"
         return line if traceback is None else f"{line}\n{traceback}"
 
@@ -104,6 +104,16 @@ def _as_json(record: logging.LogRecord, fields: dict[str, Any], traceback: str |
     if traceback is not None:
         document["traceback"] = traceback
     return json.dumps(document, default=str)
+
+
+def extra_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The fields a record was given as `extra=` (whatever every LogRecord has left out)."""
+    return {k: v for k, v in vars(record).items() if k not in _RECORD_ATTRIBUTES}
+
+
+def logfmt_pairs(fields: dict[str, Any]) -> str:
+    """` key=value ...` as the text format shows fields (empty for none)."""
+    return "".join(f" {key}={_logfmt(value)}" for key, value in fields.items())
 
 
 def _logfmt(value: Any) -> str:

@@ -20,12 +20,14 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Final
 
 import kopf
 import yaml
 
 from asya.admission.scheduler import simulate
 from asya.errors import SettingsError
+from asya.logs import extra_fields, logfmt_pairs
 from asya.settings import ProcessSettings, load_settings
 from asya_operator.api.metadata import PLACEHOLDER_NAMESPACE
 from asya_operator.config import DEFAULT_SIDECAR_IMAGE, OperatorConfig, load_operator_config
@@ -107,15 +109,40 @@ def _run(args: argparse.Namespace) -> int:
 
 def configure_logging(process: ProcessSettings, *, verbose: bool) -> None:
     """kopf's log handler (each line prefixed with the object it concerns) at ASYA_LOG_LEVEL,
-    as text or as one JSON object per line (ASYA_LOG_FORMAT); --verbose means DEBUG."""
+    as text or as one JSON object per line (ASYA_LOG_FORMAT); --verbose means DEBUG. The
+    fields a record carries (`extra=`, as everywhere in asya) are in both: kopf's JSON has
+    them, and the text lines end with them as `key=value`."""
     level = "DEBUG" if verbose else process.log_level
+    as_json = process.log_format == "json"
     kopf.configure(
         debug=level == "DEBUG",
         quiet=level not in ("DEBUG", "INFO"),
-        log_format=kopf.LogFormat.JSON if process.log_format == "json" else kopf.LogFormat.FULL,
+        log_format=kopf.LogFormat.JSON if as_json else kopf.LogFormat.FULL,
         log_prefix=True,
     )
-    logging.getLogger().setLevel(level)
+    root = logging.getLogger()
+    root.setLevel(level)
+    if not as_json:
+        for handler in root.handlers:
+            if handler.formatter is not None and type(handler).__module__.startswith("kopf"):
+                handler.setFormatter(_WithFields(handler.formatter))
+
+
+_KOPF_FIELDS: Final = frozenset({"k8s_skip", "k8s_ref", "settings"})
+
+
+class _WithFields(logging.Formatter):
+    """kopf's text line, its first line ending with the record's own fields (`key=value`)."""
+
+    def __init__(self, kopf_format: logging.Formatter) -> None:
+        super().__init__()
+        self._kopf_format = kopf_format
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = self._kopf_format.format(record)
+        fields = {k: v for k, v in extra_fields(record).items() if k not in _KOPF_FIELDS}
+        first, newline, rest = line.partition("\n")
+        return f"{first}{logfmt_pairs(fields)}{newline}{rest}"
 
 
 def _documents(path: Path) -> Iterator[Document]:

@@ -89,7 +89,9 @@ async def release_queues(
             await delete_actor_queues(url, namespace, actor)
     except TransportError as exc:
         if attempt + 1 >= DELETE_ATTEMPTS:
-            logger.error(f"queues left on the broker after {DELETE_ATTEMPTS} tries: {exc}")
+            logger.error(
+                "queues left on the broker", extra={"tries": DELETE_ATTEMPTS, "error": str(exc)}
+            )
             metrics.QUEUE_DELETIONS.labels(outcome="left").inc()
             return
         raise kopf.TemporaryError(

@@ -69,8 +69,8 @@ def decodable(bodies: Iterable[Mapping[str, Any]], type_: type[T]) -> list[T]:
             found.append(decode(body, type_))
         except StoredSpecError as exc:
             meta = body.get("metadata", {})
-            fields = {"object": meta.get("name"), "namespace": meta.get("namespace")}
-            _log.warning(f"left out of this reconcile: {exc}", extra=fields)
+            where = f"{meta.get('namespace')}/{meta.get('name')}"
+            _log.warning("left out of this reconcile", extra={"object": where, "error": str(exc)})
     return found
 
 
