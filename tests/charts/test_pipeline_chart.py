@@ -137,9 +137,14 @@ def test_every_object_is_the_teams_own_namespaced_one(values):
     assert all(obj["metadata"]["namespace"] == NAMESPACE for obj in objects)
 
 
+# A malformed entry too: the platform chart's schema checks entries, this chart only says
+# where they go.
+@pytest.mark.parametrize(
+    "entries", [{"shared": {}}, {"Shared": {"unknownField": 1}}], ids=["valid", "malformed"]
+)
 @pytest.mark.parametrize("key", ["flavors", "resourcePools", "cohorts"])
-def test_cluster_scoped_objects_are_refused_naming_the_platform_chart(key):
-    message = values_error(PIPELINE_CHART, pipeline(**{key: {"shared": {}}}))
+def test_cluster_scoped_objects_are_refused_naming_the_platform_chart(key, entries):
+    message = values_error(PIPELINE_CHART, pipeline(**{key: entries}))
 
     assert f"{key}: ResourceFlavors, ResourcePools and Cohorts are cluster-scoped" in message
     assert "asya-platform chart (charts/asya-platform)" in message

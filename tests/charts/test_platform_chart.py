@@ -23,6 +23,7 @@ from tests.charts.chart_checks import (
     notes,
     of_kind,
     rendered,
+    values_error,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,6 +62,25 @@ def test_every_value_set_renders_valid_cluster_scoped_objects_and_lints_clean(va
     assert lint_problems(PLATFORM_CHART, values) == []
     assert {obj["kind"] for obj in objects} <= set(CLUSTER_SCOPED)
     assert not [obj for obj in objects if "namespace" in obj["metadata"]]
+
+
+BAD_VALUES = {
+    "an unknown queueing strategy": (
+        {"resourcePools": {"p": {"queueingStrategy": "Fastest"}}},
+        "/resourcePools/p/queueingStrategy",
+    ),
+    "an unknown flavor field": (
+        {"flavors": {"h100": {"nodeLabel": {}}}},
+        "'nodeLabel' not allowed",
+    ),
+    "a cohort name with capitals": ({"cohorts": {"Eng": {}}}, "'Eng'"),
+    "an unknown top-level key": ({"actors": {}}, "'actors' not allowed"),
+}
+
+
+@pytest.mark.parametrize(("values", "named"), BAD_VALUES.values(), ids=BAD_VALUES.keys())
+def test_bad_values_are_refused_at_render_naming_the_field(values, named):
+    assert named in values_error(PLATFORM_CHART, values)
 
 
 def test_each_object_is_created_by_name_as_given_with_the_labels():

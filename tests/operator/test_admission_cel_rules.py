@@ -71,6 +71,11 @@ BROKEN_BY_CEL = [
         "template.image is empty",
     ),
     (
+        "a member template without a handler",
+        changed(GROUP, spec__members__0__template__handler=""),
+        "template.handler is empty",
+    ),
+    (
         "a member handler without a colon",
         changed(GROUP, spec__members__0__template__handler="ml.ddp.worker"),
         "module:attr",

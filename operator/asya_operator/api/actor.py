@@ -1,8 +1,9 @@
 """The AsyncActor custom resource: one actor on Kubernetes, as it travels the API.
 
 One source of truth: `asya_operator.api.crds` builds the CRDs (schemas, defaults, descriptions,
-CEL rules) from these Structs, and the operator decodes CRs into them. The fields an ActorGroup
-member shares with it are in `asya_operator.api.template`.
+CEL rules) from these Structs, and the operator decodes CRs into them. The spec's first fields
+(image, handler, env, resources, flavor) are `ActorTemplate`'s, which an ActorGroup member's
+template is made of too (`asya_operator.api.template`).
 
 Which side decides what, for the fields that `@actor(...)` also has:
 - **Scheduling** (`scaling`, `resources`, `flavor`, `pool`, `priority`) is the CR's. The operator
@@ -25,45 +26,31 @@ from asya.actor import ActorOptions
 from asya.envelope import ACTOR_NAME_MAX_LENGTH, ACTOR_NAME_PATTERN
 from asya_operator.api.template import (
     GROUP,
-    HANDLER_PATTERN,
-    LIST_MAP_BY_NAME,
     LIST_MAP_BY_TYPE,
     OVERRIDE,
     VERSION,
     ActorBatch,
-    ActorResources,
     ActorRetry,
     ActorScaling,
+    ActorTemplate,
     BrokerRef,
     Condition,
-    EnvVar,
     NonNegative,
     ObjectName,
     Positive,
     Validation,
     doc,
+    template_validations,
 )
 
 _DEFAULTS: Final = ActorOptions()
 
 
-class AsyncActorSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+class AsyncActorSpec(ActorTemplate, frozen=True, kw_only=True, rename="camel"):
     """An actor: its image and handler, how it scales, what it asks for, where its broker is."""
 
     VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
-        Validation(
-            rule="size(self.image) > 0",
-            message="spec.image is empty: set the container image holding the handler's code",
-        ),
-        Validation(
-            rule="size(self.handler) > 0",
-            message="spec.handler is empty: set it to module:attr, e.g. my_app.text:normalize",
-        ),
-        Validation(
-            rule=f"size(self.handler) == 0 || self.handler.matches('{HANDLER_PATTERN}')",
-            message="spec.handler must look like module:attr (a dotted module, a colon, the"
-            " function or class), e.g. my_app.text:normalize",
-        ),
+        *template_validations("spec"),
         Validation(
             rule="!has(self.timeoutSeconds) || self.timeoutSeconds > 0.0",
             message="spec.timeoutSeconds must be above 0: give the seconds a call may take, or"
@@ -71,36 +58,11 @@ class AsyncActorSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         ),
     )
 
-    image: Annotated[
-        str,
-        doc("Container image with the handler's code and asya installed.", max_length=1024),
-    ]
-    handler: Annotated[
-        str,
-        doc("The actor's handler as `module:attr` (the runtime's ASYA_HANDLER).", max_length=512),
-    ]
     replicas: Annotated[
         NonNegative | None,
         doc(
             "Desired replicas, written by KEDA through the scale subresource; unset = minReplicas."
         ),
-    ] = None
-    env: Annotated[
-        Annotated[list[EnvVar], msgspec.Meta(extra_json_schema=LIST_MAP_BY_NAME)] | None,
-        doc("Extra environment variables of the runtime container."),
-    ] = None
-    env_from: Annotated[
-        list[dict[str, Any]] | None,
-        doc(
-            "ConfigMaps and Secrets exposed as variables to the runtime container (EnvFromSource)."
-        ),
-    ] = None
-    resources: Annotated[ActorResources, doc("What one replica asks the cluster for.")] = (
-        msgspec.field(default_factory=ActorResources)
-    )
-    flavor: Annotated[
-        ObjectName | None,
-        doc("ResourceFlavor whose node labels and tolerations the pods get; unset = none."),
     ] = None
     scaling: Annotated[ActorScaling, doc("Replica bounds and queue-depth scaling (KEDA).")] = (
         msgspec.field(default_factory=ActorScaling)

@@ -4,13 +4,15 @@ Helm checks values against a chart's `values.schema.json` before it renders anyt
 misspelt actor field or a negative replica count fails `helm install` with the field's path
 instead of reaching the cluster. The schemas are not written by hand:
 - `asya-pipeline`: each entry of `actors` (and `actorDefaults`) is the AsyncActor CRD's
-  `spec` schema, each entry of `flavors` the ResourceFlavor's, made strict (an unknown key is
+  `spec` schema, each entry of `actorGroups` the ActorGroup's, made strict (an unknown key is
   an error; the API server would silently prune it) and with the CRD's descriptions.
+- `asya-platform`: each entry of `flavors`, `resourcePools` and `cohorts` is the
+  ResourceFlavor's, ResourcePool's or Cohort's `spec` schema, made strict the same way.
 - `asya-operator`: `config` has one key per `OperatorConfig` field, typed from it, and the
   chart's `values.yaml` carries the same defaults (a test holds them equal).
 
-`python -m asya_operator.api.chart_schema` writes both files; a test fails when the committed
-files differ from these.
+`python -m asya_operator.api.chart_schema` writes the three files; a test fails when the
+committed files differ from these.
 """
 
 from __future__ import annotations
@@ -96,6 +98,19 @@ def _named(kind: str, description: str, names: dict[str, Any]) -> dict[str, Any]
 
 _OBJECT_NAME: Final = {"pattern": DNS_SUBDOMAIN_PATTERN, "maxLength": 253}
 
+CLUSTER_SCOPED_VALUES: Final = {
+    "flavors": ("ResourceFlavor", "ResourceFlavors to create, by name (cluster-scoped)."),
+    "resourcePools": ("ResourcePool", "ResourcePools to create, by name (cluster-scoped)."),
+    "cohorts": ("Cohort", "Cohorts to create, by name (cluster-scoped)."),
+}
+"""The asya-platform chart's values of cluster-scoped objects: key -> (kind, description)."""
+
+_COMMON_LABELS: Final = {
+    "type": "object",
+    "description": "Labels added to every object the chart creates.",
+    "additionalProperties": {"type": "string"},
+}
+
 
 def pipeline_values_schema() -> dict[str, Any]:
     """`charts/asya-pipeline/values.schema.json`."""
@@ -139,22 +154,36 @@ def pipeline_values_schema() -> dict[str, Any]:
                 },
                 "additionalProperties": actor_group_schema(),
             },
-            "flavors": _named(
-                "ResourceFlavor",
-                "ResourceFlavors to create, by name (cluster-scoped).",
-                _OBJECT_NAME,
-            ),
-            "resourcePools": _named(
-                "ResourcePool", "ResourcePools to create, by name (cluster-scoped).", _OBJECT_NAME
-            ),
-            "cohorts": _named(
-                "Cohort", "Cohorts to create, by name (cluster-scoped).", _OBJECT_NAME
-            ),
-            "commonLabels": {
-                "type": "object",
-                "description": "Labels added to every object the chart creates.",
-                "additionalProperties": {"type": "string"},
+            # Accepted as any object only for the chart's template to refuse them with where
+            # they went (asya-platform): a schema without them, or checking their entries,
+            # would answer first, with a message that does not say so.
+            **{
+                key: {
+                    "type": "object",
+                    "description": f"Refused: {kind}s are cluster-scoped, shared by teams;"
+                    " set them in the asya-platform chart's values.",
+                }
+                for key, (kind, _description) in CLUSTER_SCOPED_VALUES.items()
             },
+            "commonLabels": _COMMON_LABELS,
+        },
+    }
+
+
+def platform_values_schema() -> dict[str, Any]:
+    """`charts/asya-platform/values.schema.json`."""
+    return {
+        "$schema": _DRAFT,
+        "title": "Values of the asya-platform chart",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "global": {"type": "object", "description": "Helm's values shared with subcharts."},
+            **{
+                key: _named(kind, description, _OBJECT_NAME)
+                for key, (kind, description) in CLUSTER_SCOPED_VALUES.items()
+            },
+            "commonLabels": _COMMON_LABELS,
         },
     }
 
@@ -310,9 +339,10 @@ def _monitor_schema() -> dict[str, Any]:
 
 
 def schema_files() -> dict[Path, str]:
-    """Path under the charts' folder -> contents, for both schema files."""
+    """Path under the charts' folder -> contents, for every schema file."""
     return {
         Path("asya-pipeline/values.schema.json"): _render(pipeline_values_schema()),
+        Path("asya-platform/values.schema.json"): _render(platform_values_schema()),
         Path("asya-operator/values.schema.json"): _render(operator_values_schema()),
     }
 

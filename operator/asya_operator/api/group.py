@@ -2,11 +2,12 @@
 
 An ActorGroup is a gang: its members (actor templates with replica counts) are admitted
 together, whole, or not at all; `spec.replicas` is the number of gang instances, which KEDA
-may drive through the scale subresource. The member's template reuses the AsyncActor's
-sub-structs (resources, env, broker), and defaults are asya's (`ActorOptions`' priority,
-`ReadinessPolicy`'s timeout and backoff), never retyped. `asya_operator.api.crds` builds the CRD
-from these Structs; `asya_operator.plans.whatif` turns each instance into an admission workload
-for `asya-operator plan`, and the controller (`asya_operator.handlers.groups`) runs them.
+may drive through the scale subresource. A member's template is the `ActorTemplate` an
+AsyncActor's spec is made of too (image, handler, env, resources, flavor), and defaults are
+asya's (`ActorOptions`' priority, `ReadinessPolicy`'s timeout and backoff), never retyped.
+`asya_operator.api.crds` builds the CRD from these Structs; `asya_operator.plans.whatif` turns
+each instance into an admission workload for `asya-operator plan`, and the controller
+(`asya_operator.handlers.groups`) runs them.
 
 Each member is an actor named `{group}-{member}` (its queue `asya.{namespace}.{group}-{member}`,
 shared by every instance); each admitted instance runs one StatefulSet per member,
@@ -25,18 +26,17 @@ from asya.admission.readiness import GangPhase, ReadinessPolicy
 from asya.envelope import ACTOR_NAME_PATTERN
 from asya_operator.api.template import (
     GROUP,
-    HANDLER_PATTERN,
     LIST_MAP_BY_NAME,
     LIST_MAP_BY_TYPE,
     VERSION,
-    ActorResources,
     ActorScaling,
+    ActorTemplate,
     BrokerRef,
     Condition,
-    EnvVar,
     ObjectName,
     Validation,
     doc,
+    template_validations,
     whole_seconds,
 )
 
@@ -63,46 +63,10 @@ _ACTOR_DEFAULTS: Final = ActorOptions()
 _READINESS: Final = ReadinessPolicy()
 
 
-class MemberTemplate(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+class MemberTemplate(ActorTemplate, frozen=True, kw_only=True, rename="camel"):
     """The actor each replica of a member runs: image, handler, environment, what it asks for."""
 
-    VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
-        Validation(
-            rule="size(self.image) > 0",
-            message="template.image is empty: set the container image holding the handler's code",
-        ),
-        Validation(
-            rule=f"self.handler.matches('{HANDLER_PATTERN}')",
-            message="template.handler must look like module:attr (a dotted module, a colon, the"
-            " function or class), e.g. my_app.train:worker",
-        ),
-    )
-
-    image: Annotated[
-        str,
-        doc("Container image with the handler's code and asya installed.", max_length=1024),
-    ]
-    handler: Annotated[
-        str,
-        doc("The member's handler as `module:attr` (the runtime's ASYA_HANDLER).", max_length=512),
-    ]
-    env: Annotated[
-        Annotated[list[EnvVar], msgspec.Meta(extra_json_schema=LIST_MAP_BY_NAME)] | None,
-        doc("Extra environment variables of the runtime container."),
-    ] = None
-    env_from: Annotated[
-        list[dict[str, Any]] | None,
-        doc(
-            "ConfigMaps and Secrets exposed as variables to the runtime container (EnvFromSource)."
-        ),
-    ] = None
-    resources: Annotated[ActorResources, doc("What one replica asks the cluster for.")] = (
-        msgspec.field(default_factory=ActorResources)
-    )
-    flavor: Annotated[
-        ObjectName | None,
-        doc("ResourceFlavor whose node labels and tolerations the pods get; unset = none."),
-    ] = None
+    VALIDATIONS: ClassVar[tuple[Validation, ...]] = template_validations("template")
 
 
 class GroupMember(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):

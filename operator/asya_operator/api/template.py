@@ -1,9 +1,10 @@
 """The parts every asya custom resource shares, and an actor's template: what one actor runs.
 
 Constants of the API (group, version, the broker Secret's keys, patterns), the `doc` and
-`Validation` helpers the CRDs are generated from, and the fields an AsyncActor's spec and an
-ActorGroup's member template have in common (environment, resources, scaling, retry, batch,
-broker). Field names are camelCase on the wire (`min_replicas` is `minReplicas`).
+`Validation` helpers the CRDs are generated from, the sub-objects asya's resources are made of
+(environment, resources, scaling, retry, batch, broker), and `ActorTemplate`: the fields an
+AsyncActor's spec and an ActorGroup's member template both are made of, declared once. Field
+names are camelCase on the wire (`min_replicas` is `minReplicas`).
 
 Defaults are asya's, never retyped: they are read from `asya.actor.ActorOptions` (its
 `scaling`, `resources` and `retry` among them), so a CR that leaves a field out gets the number
@@ -266,4 +267,58 @@ class Condition(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     last_transition_time: Annotated[
         str | None,
         doc("When status last changed (RFC 3339).", extra_json_schema={"format": "date-time"}),
+    ] = None
+
+
+def template_validations(path: str) -> tuple[Validation, ...]:
+    """The CEL rules on an `ActorTemplate`'s image and handler, their messages naming the
+    template by its path in the resource (`spec`, `template`)."""
+    return (
+        Validation(
+            rule="size(self.image) > 0",
+            message=f"{path}.image is empty: set the container image holding the handler's code",
+        ),
+        Validation(
+            rule="size(self.handler) > 0",
+            message=f"{path}.handler is empty: set it to module:attr, e.g. my_app.text:normalize",
+        ),
+        Validation(
+            # An empty handler gets the message above, not this one as well.
+            rule=f"size(self.handler) == 0 || self.handler.matches('{HANDLER_PATTERN}')",
+            message=f"{path}.handler must look like module:attr (a dotted module, a colon, the"
+            " function or class), e.g. my_app.text:normalize",
+        ),
+    )
+
+
+class ActorTemplate(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """What one actor's pods run: image, handler, environment, what one replica asks for and
+    the flavor it is placed on. An AsyncActor's spec and an ActorGroup member's template are
+    made of it (its fields first); each declares its own `VALIDATIONS`, from
+    `template_validations`."""
+
+    image: Annotated[
+        str,
+        doc("Container image with the handler's code and asya installed.", max_length=1024),
+    ]
+    handler: Annotated[
+        str,
+        doc("The actor's handler as `module:attr` (the runtime's ASYA_HANDLER).", max_length=512),
+    ]
+    env: Annotated[
+        Annotated[list[EnvVar], msgspec.Meta(extra_json_schema=LIST_MAP_BY_NAME)] | None,
+        doc("Extra environment variables of the runtime container."),
+    ] = None
+    env_from: Annotated[
+        list[dict[str, Any]] | None,
+        doc(
+            "ConfigMaps and Secrets exposed as variables to the runtime container (EnvFromSource)."
+        ),
+    ] = None
+    resources: Annotated[ActorResources, doc("What one replica asks the cluster for.")] = (
+        msgspec.field(default_factory=ActorResources)
+    )
+    flavor: Annotated[
+        ObjectName | None,
+        doc("ResourceFlavor whose node labels and tolerations the pods get; unset = none."),
     ] = None

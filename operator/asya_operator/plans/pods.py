@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import msgspec
 
 from asya.settings import env_var
 from asya_operator.api.actor import AsyncActor
 from asya_operator.api.flavor import ResourceFlavor, Taint
-from asya_operator.api.template import BROKER_AMQP_URL_KEY, ActorResources, EnvVar
+from asya_operator.api.template import BROKER_AMQP_URL_KEY, ActorResources, ActorTemplate
 from asya_operator.config import OperatorConfig
 
 RUNTIME_CONTAINER: Final = "runtime"
@@ -148,27 +148,12 @@ def _runtime_probe() -> dict[str, Any]:
     return {"exec": {"command": list(PROBE_COMMAND)}, "timeoutSeconds": 5}
 
 
-class RuntimeTemplate(Protocol):
-    """What the runtime container is made from: an AsyncActor's spec, an ActorGroup member's
-    template."""
-
-    @property
-    def image(self) -> str: ...
-    @property
-    def handler(self) -> str: ...
-    @property
-    def env(self) -> list[EnvVar] | None: ...
-    @property
-    def env_from(self) -> list[dict[str, Any]] | None: ...
-    @property
-    def resources(self) -> ActorResources: ...
-
-
 def runtime_container(
-    spec: RuntimeTemplate, config: OperatorConfig, extra_env: Sequence[dict[str, Any]] = ()
+    spec: ActorTemplate, config: OperatorConfig, extra_env: Sequence[dict[str, Any]] = ()
 ) -> dict[str, Any]:
-    """The runtime container (the user's image) of a pod serving `spec`'s handler; `extra_env`
-    are the operator's own variables beside the handler's, socket's and grace period's."""
+    """The runtime container (the user's image) of a pod serving `spec`'s handler (an
+    AsyncActor's spec or an ActorGroup member's template); `extra_env` are the operator's own
+    variables beside the handler's, socket's and grace period's."""
     ours = [
         env_entry(env_var("handler"), spec.handler),
         env_entry(env_var("socket_path"), config.socket_path),
