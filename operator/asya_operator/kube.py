@@ -46,6 +46,7 @@ from asya_operator.api.metadata import (
 from asya_operator.api.pool import Cohort, ResourcePool
 from asya_operator.api.template import GROUP, VERSION
 from asya_operator.plans.pods import placement_flavor
+from asya_operator.plans.statuses import StatusPatch
 
 T = TypeVar("T")
 
@@ -211,11 +212,12 @@ class Kube:
         return await self._call(_apply_objects, list(bodies))
 
     async def patch_status(
-        self, model: type[Any], namespace: str | None, name: str, status: Mapping[str, Any]
+        self, model: type[Any], namespace: str | None, name: str, patch: StatusPatch[Any]
     ) -> None:
-        """Merge `status` into the custom resource's status (lists, conditions among them, as
-        a whole); one deleted meanwhile is left alone."""
-        await self._call(_patch_status, KINDS[_MODELS[model]], namespace, name, dict(status))
+        """Merge `patch` (the fields its writer owns) into the custom resource's status (lists,
+        conditions among them, as a whole); one deleted meanwhile is left alone."""
+        document = patch.document()
+        await self._call(_patch_status, KINDS[_MODELS[model]], namespace, name, document)
 
     async def scale_down(self, namespace: str, name: str, replicas: int) -> None:
         """Set the Deployment's `spec.replicas` to `replicas` if it has more (gone: nothing to

@@ -30,7 +30,7 @@ def test_a_partly_admitted_group_counts_its_instances_and_says_why_the_rest_wait
         1: InstanceStatus(instance=1, message="insufficient quota for nvidia.com/gpu"),
     }
 
-    status = plan_group_status(group(), states, {0: True}, [], now=NOW)
+    status = plan_group_status(group(), states, {0: True}, [], now=NOW).document()
 
     assert (status["desired"], status["admitted"], status["ready"]) == (2, 1, 1)
     assert status["replicas"] == 1
@@ -53,7 +53,7 @@ def test_a_partly_admitted_group_counts_its_instances_and_says_why_the_rest_wait
 def test_an_admitted_instance_not_yet_ready_says_it_is_evicted_if_not_ready_in_time():
     states = {0: InstanceStatus(instance=0, phase=GangPhase.WAITING_FOR_READY, members=MEMBERS)}
 
-    found = conditions(plan_group_status(group(replicas=1), states, {}, [], now=NOW))
+    found = conditions(plan_group_status(group(replicas=1), states, {}, [], now=NOW).document())
 
     assert found["PodsReady"] == (
         "False",
@@ -71,7 +71,7 @@ def test_a_preempted_instance_names_its_preemptor_and_an_evicted_one_its_backoff
         ),
     }
 
-    found = conditions(plan_group_status(group(), states, {}, [], now=NOW))
+    found = conditions(plan_group_status(group(), states, {}, [], now=NOW).document())
 
     assert found["Preempted"] == (
         "True",
@@ -84,10 +84,10 @@ def test_a_preempted_instance_names_its_preemptor_and_an_evicted_one_its_backoff
 
 def test_a_condition_that_did_not_change_keeps_its_transition_time():
     states = {0: InstanceStatus(instance=0, phase=GangPhase.READY, members=MEMBERS)}
-    first = plan_group_status(group(replicas=1), states, {0: True}, [], now=NOW)
+    first = plan_group_status(group(replicas=1), states, {0: True}, [], now=NOW).document()
     before = group(replicas=1, status={"conditions": first["conditions"]})
 
-    later = plan_group_status(before, states, {0: True}, [], now=NOW.replace(hour=13))
+    later = plan_group_status(before, states, {0: True}, [], now=NOW.replace(hour=13)).document()
 
     assert later["conditions"] == first["conditions"]
 
@@ -101,7 +101,7 @@ def test_a_member_named_as_an_existing_actor_and_a_missing_secret_leave_it_degra
         actor_names={"ddp-worker"},
     )
 
-    status = plan_group_status(group(), {}, {}, problems, now=NOW)
+    status = plan_group_status(group(), {}, {}, problems, now=NOW).document()
 
     degraded = conditions(status)["Degraded"]
     assert degraded[:2] == ("True", "SecretNotFound")
@@ -113,4 +113,4 @@ def test_a_member_named_as_an_existing_actor_and_a_missing_secret_leave_it_degra
 def test_the_reactivation_asked_for_is_recorded_as_acted_on():
     asked = group(metadata__annotations={"asya.sh/reactivate": "2026-11-25"})
 
-    assert plan_group_status(asked, {}, {}, [], now=NOW)["reactivated"] == "2026-11-25"
+    assert plan_group_status(asked, {}, {}, [], now=NOW).document()["reactivated"] == "2026-11-25"

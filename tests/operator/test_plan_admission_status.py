@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from asya_operator.config import OperatorConfig
 from asya_operator.plans.actor_objects import plan_deployment
 from asya_operator.plans.actor_status import (
-    admission_changed,
     pending_since,
     plan_admission_status,
     plan_status,
@@ -75,7 +74,7 @@ def test_a_partly_admitted_actor_holds_quota_but_is_not_admitted_and_says_why():
         preempted_by=None,
     )
 
-    status = plan_admission_status(pooled(replicas=5), admission, now=NOW)
+    status = plan_admission_status(pooled(replicas=5), admission, now=NOW).document()
 
     conditions = by_type(status)
     assert (status["admittedReplicas"], status["admittedFlavor"]) == (2, "h100")
@@ -92,11 +91,11 @@ def test_a_partly_admitted_actor_holds_quota_but_is_not_admitted_and_says_why():
 def test_a_preempted_actor_says_by_whom_and_keeps_its_other_conditions():
     before = plan_status(
         pooled(replicas=2, admitted=2), None, [], observed_generation=None, now=NOW
-    )["conditions"]
+    ).document()["conditions"]
     actor = pooled(replicas=2, admitted=2, conditions=before)
     admission = ActorAdmission(0, None, False, "0 of 2 replicas admitted, 2 waiting", "ns/urgent")
 
-    status = plan_admission_status(actor, admission, now=LATER)
+    status = plan_admission_status(actor, admission, now=LATER).document()
 
     conditions = by_type(status)
     assert conditions["Preempted"]["status"] == "True"
@@ -108,12 +107,12 @@ def test_a_preempted_actor_says_by_whom_and_keeps_its_other_conditions():
 def test_plan_status_keeps_the_admission_conditions_and_leaves_the_counts_to_the_pass():
     admitted = plan_admission_status(
         pooled(replicas=3), ActorAdmission(3, "h100", False, None, None), now=NOW
-    )
+    ).document()
     actor = pooled(replicas=3, admitted=3, flavor="h100", conditions=admitted["conditions"])
 
     status = plan_status(
         actor, {"replicas": 3, "readyReplicas": 3}, [], observed_generation=None, now=LATER
-    )
+    ).document()
 
     assert by_type(status)["Admitted"] == by_type(admitted)["Admitted"]
     assert "admittedReplicas" not in status  # the pass's alone: never written back stale
@@ -124,7 +123,7 @@ def test_pending_since_is_when_admitted_last_turned_false_and_none_once_all_are_
     waiting = ActorAdmission(1, "h100", False, "1 of 3 replicas admitted, 2 waiting", None)
     first = plan_admission_status(pooled(replicas=3), waiting, now=NOW)
     still = plan_admission_status(
-        pooled(replicas=3, admitted=1, flavor="h100", conditions=first["conditions"]),
+        pooled(replicas=3, admitted=1, flavor="h100", conditions=first.document()["conditions"]),
         waiting,
         now=LATER,
     )
@@ -139,7 +138,9 @@ def test_pending_since_is_when_admitted_last_turned_false_and_none_once_all_are_
 def test_a_status_that_says_what_the_actor_already_says_is_no_change():
     admission = ActorAdmission(2, "h100", False, None, None)
     status = plan_admission_status(pooled(replicas=2), admission, now=NOW)
-    actor = pooled(replicas=2, admitted=2, flavor="h100", conditions=status["conditions"])
+    actor = pooled(
+        replicas=2, admitted=2, flavor="h100", conditions=status.document()["conditions"]
+    )
 
-    assert admission_changed(pooled(replicas=2), status)
-    assert not admission_changed(actor, plan_admission_status(actor, admission, now=LATER))
+    assert status.changed(pooled(replicas=2).status)
+    assert not plan_admission_status(actor, admission, now=LATER).changed(actor.status)

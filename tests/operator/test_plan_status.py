@@ -92,7 +92,7 @@ def test_conditions_follow_the_deployment_and_the_problems(
 ):
     actor = async_actor(scaling=scaling, replicas=replicas, generation=1)
 
-    status = plan_status(actor, observed, problems, observed_generation=1, now=NOW)
+    status = plan_status(actor, observed, problems, observed_generation=1, now=NOW).document()
 
     assert conditions(status) == expected
 
@@ -103,7 +103,9 @@ def test_a_degraded_actor_names_every_missing_object_in_its_condition():
         Problem(Reason.FLAVOR_NOT_FOUND, "ResourceFlavor a100 not found"),
     ]
 
-    status = plan_status(async_actor(), None, problems, observed_generation=None, now=NOW)
+    status = plan_status(
+        async_actor(), None, problems, observed_generation=None, now=NOW
+    ).document()
 
     (degraded,) = [c for c in status["conditions"] if c["type"] == "Degraded"]
     assert degraded["message"] == (
@@ -116,7 +118,7 @@ def test_the_status_carries_replicas_the_hpa_selector_and_the_observed_generatio
 
     status = plan_status(
         actor, {"replicas": 2, "readyReplicas": 1}, [], observed_generation=7, now=NOW
-    )
+    ).document()
 
     assert status["replicas"] == 2
     assert status["readyReplicas"] == 1
@@ -136,7 +138,9 @@ def test_an_actor_whose_generation_is_not_applied_is_not_ready_and_keeps_what_it
     actor = async_actor(scaling={"minReplicas": 0}, generation=2)
 
     # When its generation 2 is not yet applied (its queues not declared)
-    status = plan_status(actor, None, problems, observed_generation=observed_generation, now=NOW)
+    status = plan_status(
+        actor, None, problems, observed_generation=observed_generation, now=NOW
+    ).document()
 
     # Then it is not Ready, and the generation observed is the one last applied
     ready = conditions(status)["Ready"]
@@ -149,16 +153,16 @@ def test_a_broker_found_unreachable_is_kept_and_announced_once():
     actor = async_actor(generation=1)
     problem = broker_unreachable("cannot reach the broker at amqp://guest:***@h:5672/")
     first = plan_status(actor, None, [problem], observed_generation=None, now=NOW)
-    written = async_actor(generation=1, status=first)
+    written = async_actor(generation=1, status=first.document())
 
     # When another writer (the Deployment's follower) plans its status from what it can see
     again = plan_status(written, None, kept_problems(written), observed_generation=None, now=NOW)
 
     # Then the broker problem is kept, and only the first status is news worth an Event
     assert kept_problems(written) == [problem]
-    assert conditions(again)["Degraded"] == ("True", "BrokerUnreachable")
+    assert conditions(again.document())["Degraded"] == ("True", "BrokerUnreachable")
     assert newly_degraded(actor, first) == next(
-        c for c in first["conditions"] if c["type"] == "Degraded"
+        c for c in first.status.conditions or () if c.type == "Degraded"
     )
     assert newly_degraded(written, again) is None
 
@@ -175,7 +179,7 @@ def test_a_condition_keeps_its_transition_time_until_its_status_changes():
         },
     )
 
-    status = plan_status(actor, None, [], observed_generation=1, now=NOW)
+    status = plan_status(actor, None, [], observed_generation=1, now=NOW).document()
 
     times = {c["type"]: c["lastTransitionTime"] for c in status["conditions"]}
     assert times == {"Degraded": before, "Ready": NOW_TEXT, "Scaling": NOW_TEXT}

@@ -1,19 +1,18 @@
 """An AsyncActor's status: replicas, the selector the HPA needs, and conditions with reasons.
 
 Pure: the actor, the Deployment's observed status and the problems found (a missing Secret or
-flavor, named) in; the `status` to write out. The time a condition changed is an input
-(`now`), and a condition whose status did not change keeps the time it had.
+flavor, named) in; the status to write out, typed (`AsyncActorStatus`), as a `StatusPatch` of
+the fields its writer owns. The time a condition changed is an input (`now`), and a condition
+whose status did not change keeps the time it had.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
-import msgspec
-
-from asya_operator.api.actor import AsyncActor
+from asya_operator.api.actor import AsyncActor, AsyncActorStatus
 from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.metadata import actor_name, selector_string
 from asya_operator.api.template import Condition
@@ -26,6 +25,7 @@ from asya_operator.plans.conditions import (
 )
 from asya_operator.plans.pods import placement_flavor
 from asya_operator.plans.scaling import desired_replicas, running_replicas
+from asya_operator.plans.statuses import StatusPatch
 from asya_operator.plans.workloads import ActorAdmission
 
 ADMISSION_CONDITIONS = ("QuotaReserved", "Admitted", "Preempted")
@@ -74,17 +74,24 @@ def kept_problems(actor: AsyncActor) -> list[Problem]:
     ]
 
 
-def newly_degraded(actor: AsyncActor, status: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The Degraded condition of `status` if it says something `actor`'s did not (Degraded
+def newly_degraded(actor: AsyncActor, patch: StatusPatch[AsyncActorStatus]) -> Condition | None:
+    """The Degraded condition of `patch` if it says something `actor`'s did not (Degraded
     now, or for another reason): a Warning Event to post. None otherwise."""
     known = {c.type: c for c in (actor.status.conditions if actor.status else None) or ()}
-    for condition in status["conditions"]:
-        if condition["type"] != "Degraded" or condition["status"] != "True":
+    for condition in patch.status.conditions or ():
+        if condition.type != "Degraded" or condition.status != "True":
             continue
         before = known.get("Degraded")
-        if before is None or (before.status, before.reason) != ("True", condition["reason"]):
-            return dict(condition)
+        if before is None or (before.status, before.reason) != ("True", condition.reason):
+            return condition
     return None
+
+
+_OBSERVED: Final = frozenset({"replicas", "ready_replicas", "selector", "conditions"})
+"""What the actor's own writers (its reconcile, its Deployment's and Secret's followers) own;
+`observed_generation` too once there is one. `admitted_replicas` and `admitted_flavor` are the
+admission pass's alone, so a status written from an actor read before a pass never puts back
+an old count."""
 
 
 def plan_status(
@@ -94,8 +101,8 @@ def plan_status(
     *,
     observed_generation: int | None,
     now: datetime,
-) -> dict[str, Any]:
-    """The AsyncActor's `status`, from its Deployment's `status` (None: no Deployment yet).
+) -> StatusPatch[AsyncActorStatus]:
+    """The AsyncActor's status, from its Deployment's `status` (None: no Deployment yet).
 
     `observed_generation` is the generation whose objects are applied and whose queues are
     declared (None: none yet); it is written as `observedGeneration`. Conditions: `Degraded`
@@ -110,7 +117,7 @@ def plan_status(
     ready = int(observed.get("readyReplicas", 0))
     # With a pool, what runs is what is admitted; the admission conditions say the rest.
     desired = running_replicas(actor)
-    condition = conditions_at(now, actor.status.conditions if actor.status else None)
+    condition = conditions_at(now, actor.status.conditions if actor.status else None, Condition)
     generation = actor.metadata.get("generation")
 
     if problems:
@@ -142,17 +149,15 @@ def plan_status(
             steady = f"{desired} replicas, as wanted"
             scaling = condition("Scaling", Reason.STABLE, steady, is_true=False)
 
-    status: dict[str, Any] = {
-        "replicas": replicas,
-        "readyReplicas": ready,
-        "selector": selector_string(actor_name(actor)),
-        "conditions": [ready_now, scaling, degraded, *_admission_conditions_kept(actor)],
-    }
-    # admittedReplicas and admittedFlavor are the admission pass's alone: left out here, so a
-    # status written from an actor read before a pass never puts back an old count.
-    if observed_generation is not None:
-        status["observedGeneration"] = observed_generation
-    return status
+    status = AsyncActorStatus(
+        replicas=replicas,
+        ready_replicas=ready,
+        selector=selector_string(actor_name(actor)),
+        conditions=[ready_now, scaling, degraded, *_admission_conditions_kept(actor)],
+        observed_generation=observed_generation,
+    )
+    owned = _OBSERVED if observed_generation is None else _OBSERVED | {"observed_generation"}
+    return StatusPatch.of(status, owned)
 
 
 def observed_generation(actor: AsyncActor) -> int | None:
@@ -160,35 +165,27 @@ def observed_generation(actor: AsyncActor) -> int | None:
     return None if actor.status is None else actor.status.observed_generation
 
 
-def plan_refused_status(message: str, *, now: datetime) -> dict[str, Any]:
-    """The `status` of an AsyncActor whose stored spec the operator refuses (`message` says
-    what to fix): Degraded, nothing applied, so no observedGeneration."""
-    condition = conditions_at(now, None)
-    return {
-        "conditions": [
-            condition("Ready", Reason.INVALID_SPEC, f"not ready: {message}", is_true=False),
-            condition("Scaling", Reason.INVALID_SPEC, f"held: {message}", is_true=False),
-            condition("Degraded", Reason.INVALID_SPEC, message, is_true=True),
-        ]
-    }
+def plan_refused_status(message: str, *, now: datetime) -> StatusPatch[AsyncActorStatus]:
+    """The status of an AsyncActor whose stored spec the operator refuses (`message` says what
+    to fix): Degraded, nothing applied, so no observedGeneration."""
+    condition = conditions_at(now, None, Condition)
+    conditions = [
+        condition("Ready", Reason.INVALID_SPEC, f"not ready: {message}", is_true=False),
+        condition("Scaling", Reason.INVALID_SPEC, f"held: {message}", is_true=False),
+        condition("Degraded", Reason.INVALID_SPEC, message, is_true=True),
+    ]
+    return StatusPatch.of(AsyncActorStatus(conditions=conditions), {"conditions"})
 
 
-def _admission_conditions_kept(actor: AsyncActor) -> list[dict[str, Any]]:
+def _admission_conditions_kept(actor: AsyncActor) -> list[Condition]:
     if actor.spec.pool is None or actor.status is None:
         return []
-    return [
-        condition_dict(c) for c in actor.status.conditions or () if c.type in ADMISSION_CONDITIONS
-    ]
-
-
-def condition_dict(condition: Condition) -> dict[str, Any]:
-    """A condition as the status writes it (unset fields left out)."""
-    return {k: v for k, v in msgspec.to_builtins(condition).items() if v is not None}
+    return [c for c in actor.status.conditions or () if c.type in ADMISSION_CONDITIONS]
 
 
 def plan_admission_status(
     actor: AsyncActor, admission: ActorAdmission, *, now: datetime
-) -> dict[str, Any]:
+) -> StatusPatch[AsyncActorStatus]:
     """The status fields the admission pass writes for an actor with a pool: the admitted
     replicas and flavor, and QuotaReserved, Admitted and Preempted (the other conditions are
     kept as they are: the list is written whole)."""
@@ -196,7 +193,7 @@ def plan_admission_status(
     known = actor.status.conditions if actor.status is not None else None
     previous = {c.type: c for c in known or ()}
     pool, admitted = actor.spec.pool, admission.admitted
-    condition = conditions_at(now, known)
+    condition = conditions_at(now, known, Condition)
 
     waiting = admission.message or f"{admitted} of {desired} replicas admitted"
     if admitted > 0:
@@ -216,36 +213,22 @@ def plan_admission_status(
     elif admitted >= desired or "Preempted" not in previous:
         preempted = condition("Preempted", Reason.NOT_PREEMPTED, "none preempted", is_true=False)
     else:
-        preempted = condition_dict(previous["Preempted"])
-    others = [condition_dict(c) for c in known or () if c.type not in ADMISSION_CONDITIONS]
-    return {
-        "admittedReplicas": admitted,
-        "admittedFlavor": admission.flavor,
-        "conditions": [*others, reserved, admitted_now, preempted],
-    }
+        preempted = previous["Preempted"]
+    others = [c for c in known or () if c.type not in ADMISSION_CONDITIONS]
+    status = AsyncActorStatus(
+        admitted_replicas=admitted,
+        admitted_flavor=admission.flavor,
+        conditions=[*others, reserved, admitted_now, preempted],
+    )
+    return StatusPatch.of(status, {"admitted_replicas", "admitted_flavor", "conditions"})
 
 
-def admission_changed(actor: AsyncActor, status: Mapping[str, Any]) -> bool:
-    """Whether `status` (from `plan_admission_status`) says anything `actor`'s does not."""
-    before = actor.status
-    if before is None:
-        return True
-    if (before.admitted_replicas, before.admitted_flavor) != (
-        status["admittedReplicas"],
-        status["admittedFlavor"],
-    ):
-        return True
-    old = {(c.type, c.status, c.reason, c.message) for c in before.conditions or ()}
-    new = {(c["type"], c["status"], c["reason"], c["message"]) for c in status["conditions"]}
-    return old != new
-
-
-def pending_since(status: Mapping[str, Any]) -> float | None:
-    """When (Unix time) the Admitted condition of `status` last turned False: since then the
+def pending_since(patch: StatusPatch[AsyncActorStatus]) -> float | None:
+    """When (Unix time) the Admitted condition of `patch` last turned False: since then the
     actor has had replicas waiting for quota. None while all are admitted."""
-    for condition in status["conditions"]:
-        if condition["type"] == "Admitted" and condition["status"] == "False":
-            stamp = datetime.strptime(condition["lastTransitionTime"], RFC3339)
+    for condition in patch.status.conditions or ():
+        if condition.type == "Admitted" and condition.status == "False":
+            stamp = datetime.strptime(str(condition.last_transition_time), RFC3339)
             return stamp.replace(tzinfo=UTC).timestamp()
     return None
 
@@ -256,7 +239,7 @@ def status_seen_since(
     problems: Sequence[Problem],
     *,
     now: datetime,
-) -> dict[str, Any]:
+) -> StatusPatch[AsyncActorStatus]:
     """The actor's status as anyone but its reconcile writes it: the generation observed stays
     the one the reconcile applied (objects and queues), not one it has yet to see, so `Ready`
     waits for the reconcile; so does a broker it found unreachable (`kept_problems`)."""

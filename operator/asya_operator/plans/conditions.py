@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Final, Literal, TypeVar
 
 from asya_operator.api.template import BROKER_AMQP_URL_KEY, BROKER_MANAGEMENT_URL_KEY, Condition
+
+C = TypeVar("C", bound=Condition)
 
 
 class Reason(enum.StrEnum):
@@ -82,37 +84,28 @@ def _rfc3339(now: datetime) -> str:
 
 
 def conditions_at(
-    now: datetime, known: Sequence[Condition] | None
-) -> Callable[..., dict[str, Any]]:
-    """A maker of conditions at `now` that keep the transition time of `known`'s unchanged
-    ones: `make(kind, reason, message, is_true=...)`."""
+    now: datetime,
+    known: Sequence[Condition] | None,
+    kind: type[C] = Condition,  # type: ignore[assignment]
+) -> Callable[..., C]:
+    """A maker of conditions (of `kind`: `Condition`, or a kind's subtype of it) at `now` that
+    keep the transition time of `known`'s unchanged ones: `make(type, reason, message,
+    is_true=...)`."""
     at = _rfc3339(now)
     previous = {c.type: c for c in known or ()}
 
-    def make(kind: str, reason: Reason, message: str, *, is_true: bool) -> dict[str, Any]:
-        return _condition(kind, reason, message, previous, at, is_true=is_true)
+    def make(type_: str, reason: Reason, message: str, *, is_true: bool) -> C:
+        status: Literal["True", "False"] = "True" if is_true else "False"
+        before = previous.get(type_)
+        since = at
+        if before is not None and before.status == status and before.last_transition_time:
+            since = before.last_transition_time
+        return kind(
+            type=type_,
+            status=status,
+            reason=str(reason),
+            message=message,
+            last_transition_time=since,
+        )
 
     return make
-
-
-def _condition(
-    kind: str,
-    reason: Reason,
-    message: str,
-    previous: Mapping[str, Condition],
-    now: str,
-    *,
-    is_true: bool,
-) -> dict[str, Any]:
-    status = "True" if is_true else "False"
-    before = previous.get(kind)
-    since = now
-    if before is not None and before.status == status and before.last_transition_time:
-        since = before.last_transition_time
-    return {
-        "type": kind,
-        "status": status,
-        "reason": str(reason),
-        "message": message,
-        "lastTransitionTime": since,
-    }

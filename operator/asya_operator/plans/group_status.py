@@ -17,21 +17,22 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
-from typing import Any
-
-import msgspec
+from typing import Final
 
 from asya.admission.readiness import GangPhase
 from asya_operator.api.group import (
     HOLDING,
     REACTIVATE_ANNOTATION,
     ActorGroup,
+    ActorGroupStatus,
+    GroupCondition,
     InstanceStatus,
     desired_instances,
     member_actor,
 )
 from asya_operator.api.metadata import group_selector
 from asya_operator.plans.conditions import Problem, Reason, conditions_at, secret_problems
+from asya_operator.plans.statuses import StatusPatch
 
 
 def find_group_problems(
@@ -77,12 +78,14 @@ def plan_group_status(
     problems: Sequence[Problem],
     *,
     now: datetime,
-) -> dict[str, Any]:
+) -> StatusPatch[ActorGroupStatus]:
     """The ActorGroup's `status`. `ready` says which running instances have every pod ready."""
     desired = desired_instances(group)
     holding = sorted(i for i, s in instances.items() if s.phase in HOLDING)
     ready_now = [i for i in holding if ready.get(i, False)]
-    condition = conditions_at(now, group.status.conditions if group.status else None)
+    condition = conditions_at(
+        now, group.status.conditions if group.status else None, GroupCondition
+    )
     pool = group.spec.pool
     waiting = [s for i, s in sorted(instances.items()) if i < desired and i not in holding]
     counts = f"{len(holding)} of {desired} instances admitted"
@@ -133,23 +136,38 @@ def plan_group_status(
     else:
         degraded = condition("Degraded", Reason.AS_EXPECTED, "nothing missing", is_true=False)
 
-    status: dict[str, Any] = {
-        "replicas": len(holding),
-        "selector": group_selector(group.metadata["name"]),
-        "desired": desired,
-        "admitted": len(holding),
-        "ready": len(ready_now),
-        "instances": [
-            {k: v for k, v in msgspec.to_builtins(s).items() if v is not None}
-            for _i, s in sorted(instances.items())
-        ],
-        "conditions": [reserved, admitted, pods_ready, preempted, evicted, degraded],
-    }
-    # Acted on in this pass (`gangs.before_pass`): recorded, so it is acted on once.
+    # Acted on in this pass (`instances.before_pass`): recorded, so it is acted on once.
     asked = (group.metadata.get("annotations") or {}).get(REACTIVATE_ANNOTATION)
-    if asked is not None:
-        status["reactivated"] = str(asked)
-    return status
+    status = ActorGroupStatus(
+        replicas=len(holding),
+        selector=group_selector(group.metadata["name"]),
+        desired=desired,
+        admitted=len(holding),
+        ready=len(ready_now),
+        instances=[s for _i, s in sorted(instances.items())],
+        conditions=[reserved, admitted, pods_ready, preempted, evicted, degraded],
+        reactivated=None if asked is None else str(asked),
+    )
+    owned = set(_PASS_OWNS) | ({"reactivated"} if asked is not None else set())
+    return StatusPatch.of(status, owned)
+
+
+_PASS_OWNS: Final = (
+    "replicas",
+    "selector",
+    "desired",
+    "admitted",
+    "ready",
+    "instances",
+    "conditions",
+)
+"""What the admission pass writes of a group's status (its handler writes observedGeneration)."""
+
+
+def plan_observed_generation(group: ActorGroup) -> StatusPatch[ActorGroupStatus]:
+    """The group's generation, applied and its members' queues declared: observed now."""
+    generation = group.metadata.get("generation")
+    return StatusPatch.of(ActorGroupStatus(observed_generation=generation), {"observed_generation"})
 
 
 def _first_why(waiting: Sequence[InstanceStatus]) -> str:

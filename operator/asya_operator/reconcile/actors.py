@@ -40,7 +40,7 @@ import kopf
 
 from asya.errors import TransportError
 from asya_operator import metrics
-from asya_operator.api.actor import AsyncActor
+from asya_operator.api.actor import AsyncActor, AsyncActorStatus
 from asya_operator.api.decoding import StoredSpecError, decode
 from asya_operator.api.metadata import Owner, actor_name
 from asya_operator.api.template import BROKER_AMQP_URL_KEY, DEFAULT_BROKER_SECRET
@@ -57,6 +57,7 @@ from asya_operator.plans.actor_status import (
 )
 from asya_operator.plans.conditions import Problem, Reason
 from asya_operator.plans.scaling import running_replicas
+from asya_operator.plans.statuses import StatusPatch
 from asya_operator.queues import declare_actor_queues, release_queues
 
 _log = logging.getLogger(__name__)
@@ -246,7 +247,7 @@ class ActorReconciler:
         whose queues are declared: that generation is observed now."""
         generation = actor.metadata.get("generation")
 
-        def build(current: AsyncActor) -> dict[str, Any]:
+        def build(current: AsyncActor) -> StatusPatch[AsyncActorStatus]:
             now = datetime.now(UTC)
             return plan_status(
                 current, deployment_status, [], observed_generation=generation, now=now
@@ -263,13 +264,16 @@ class ActorReconciler:
     ) -> None:
         """Write the actor's status as seen now, its observed generation left as it is."""
 
-        def build(current: AsyncActor) -> dict[str, Any]:
+        def build(current: AsyncActor) -> StatusPatch[AsyncActorStatus]:
             return status_seen_since(current, deployment_status, problems, now=datetime.now(UTC))
 
         await self._write_status(namespace, name, build)
 
     async def _write_status(
-        self, namespace: str, name: str, build: Callable[[AsyncActor], dict[str, Any]]
+        self,
+        namespace: str,
+        name: str,
+        build: Callable[[AsyncActor], StatusPatch[AsyncActorStatus]],
     ) -> None:
         # Read again and written between admission passes, one writer at a time: the
         # admission conditions it carries over are then the last pass's, and no writer puts
@@ -282,7 +286,7 @@ class ActorReconciler:
             news = newly_degraded(current, status)
             if news is not None:  # first: whoever sees the status finds the Event posted
                 await self._kube.post_event(
-                    current, warning=True, reason=news["reason"], message=news["message"]
+                    current, warning=True, reason=str(news.reason), message=str(news.message)
                 )
             await self._kube.patch_status(AsyncActor, namespace, name, status)
 

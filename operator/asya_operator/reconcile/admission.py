@@ -33,21 +33,19 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Final
 
-import msgspec
-
+from asya import typeinfo
 from asya_operator import metrics
 from asya_operator.api.actor import AsyncActor
 from asya_operator.api.group import HOLDING, ActorGroup, InstanceStatus, held, known_instances
 from asya_operator.api.metadata import actor_name
-from asya_operator.api.pool import ResourcePool
+from asya_operator.api.pool import ResourcePool, ResourcePoolStatus
 from asya_operator.config import OperatorConfig
 from asya_operator.kube import AdmissionWorld, Kube, MemberPods
 from asya_operator.plans import instances
 from asya_operator.plans.actor_objects import plan_actor
 from asya_operator.plans.actor_status import (
-    admission_changed,
     find_problems,
     pending_since,
     plan_admission_status,
@@ -59,6 +57,7 @@ from asya_operator.plans.group_status import find_group_problems, plan_group_sta
 from asya_operator.plans.instances import Change, Happened
 from asya_operator.plans.pool_status import plan_pool_statuses
 from asya_operator.plans.scaling import admitted_replicas, desired_replicas
+from asya_operator.plans.statuses import StatusPatch
 from asya_operator.plans.workloads import ActorAdmission, Decisions, PooledActor, PooledGroup
 
 _log = logging.getLogger(__name__)
@@ -67,6 +66,9 @@ Key = tuple[str, str]
 """(namespace, name) of an AsyncActor or an ActorGroup."""
 
 _WARNINGS: Final = frozenset({Happened.PREEMPTED, Happened.EVICTED, Happened.DEACTIVATED})
+
+_POOL_STATUS_FIELDS: Final = ("flavors_usage", "admitted_workloads", "pending_workloads")
+"""What a pass writes of a pool's status."""
 
 _LATE_S: Final = 0.05
 """How late an alarm rings: a little late rather than early, since the monotonic clock the
@@ -215,9 +217,10 @@ class AdmissionLoop:
         metrics.record_pools(planned)
         for pool in pools:
             name = str(pool.metadata["name"])
-            before = msgspec.to_builtins(pool.status) if pool.status is not None else {}
-            if {k: before.get(k) for k in planned[name]} != planned[name]:
-                await self._kube.patch_status(ResourcePool, None, name, planned[name])
+            status = typeinfo.convert(planned[name], ResourcePoolStatus)
+            patch = StatusPatch.of(status, _POOL_STATUS_FIELDS)
+            if patch.changed(pool.status):
+                await self._kube.patch_status(ResourcePool, None, name, patch)
 
     async def _stop_leaving(self, leaving: Sequence[tuple[str, str, str]]) -> None:
         """Stop the pods of each actor and group being deleted: they are in no pass, so the
@@ -260,7 +263,7 @@ class AdmissionLoop:
             since = pending_since(status)
             if since is not None:
                 waiting[key] = since
-            if not admission_changed(actor, status):
+            if not status.changed(actor.status):
                 continue
             words = _admission_words(actor, admission)
             _log.info("admission", extra={"object": f"{key[0]}/{key[1]}", "decision": words})
@@ -345,7 +348,7 @@ class AdmissionLoop:
         status = plan_group_status(
             group, states, ready, problems, now=datetime.fromtimestamp(now, UTC)
         )
-        if _group_status_changed(group, status):
+        if status.changed(group.status):
             await self._kube.patch_status(ActorGroup, namespace, name, status)
             if problems:
                 why = "; ".join(p.message for p in problems)
@@ -423,21 +426,6 @@ def _admission_words(actor: AsyncActor, admission: ActorAdmission) -> str:
     if admission.preempted_by is not None:
         text += f" (preempted by {admission.preempted_by})"
     return text
-
-
-def _group_status_changed(group: ActorGroup, status: Mapping[str, Any]) -> bool:
-    """Whether `status` says anything the group's does not (transition times aside)."""
-    before = msgspec.to_builtins(group.status) if group.status is not None else {}
-
-    def essence(value: Mapping[str, Any]) -> dict[str, Any]:
-        kept = {k: value.get(k) for k in status}
-        kept["conditions"] = sorted(
-            (c["type"], c["status"], c.get("reason"), c.get("message"))
-            for c in value.get("conditions") or ()
-        )
-        return kept
-
-    return essence(before) != essence(status)
 
 
 def _next_deadline(

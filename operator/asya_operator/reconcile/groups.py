@@ -28,6 +28,7 @@ from asya_operator.api.template import BROKER_AMQP_URL_KEY
 from asya_operator.config import OperatorConfig
 from asya_operator.kube import Kube
 from asya_operator.plans.actor_objects import end_actor_owners, plan_end_actors
+from asya_operator.plans.group_status import plan_observed_generation
 from asya_operator.queues import declare_actor_queues, release_queues
 
 
@@ -75,8 +76,7 @@ class GroupReconciler:
             raise kopf.TemporaryError(
                 f"queues not declared: {exc}; trying again in {recheck_s} s", delay=recheck_s
             ) from exc
-        generation = {"observedGeneration": group.metadata.get("generation")}
-        await self._kube.patch_status(ActorGroup, namespace, name, generation)
+        await self._kube.patch_status(ActorGroup, namespace, name, plan_observed_generation(group))
 
     async def release(
         self, body: Mapping[str, Any], namespace: str, retry: int, logger: Any
