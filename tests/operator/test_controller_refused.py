@@ -8,10 +8,13 @@ import pytest
 from tests.operator.controller_world import (
     ACTORS,
     DEPLOYMENTS,
+    GROUPS,
+    STATEFULSETS,
     async_actor,
     condition_of,
     observed,
 )
+from tests.operator.test_controller_gangs import gang
 
 
 async def warnings_about(world, name: str) -> list[tuple[str, str]]:
@@ -89,3 +92,33 @@ async def test_a_stored_spec_its_crd_would_refuse_is_degraded_and_nothing_is_app
     assert says in degraded["message"]
     assert observed(refused) is None
     assert await world.get(DEPLOYMENTS, name) is None
+
+
+@pytest.mark.rabbitmq
+async def test_a_group_that_does_not_decode_is_degraded_with_an_event_and_is_still_deleted(
+    world, broker_secret, operator, queues
+):
+    # Given: a group whose stored spec does not fit the model (the stand-in does not validate)
+    group = gang("train")
+    group["spec"]["readinessTimeoutSeconds"] = "soon"
+    await world.create_group(group)
+
+    # Then: Degraded, naming the field, in a Warning Event too; nothing made for it
+    bad = await world.wait_for(
+        GROUPS,
+        "train",
+        lambda g: g is not None and (condition_of(g, "Degraded") or {}).get("status") == "True",
+        "ActorGroup train Degraded",
+    )
+    degraded = condition_of(bad, "Degraded")
+    assert degraded["reason"] == "InvalidSpec"
+    assert "$.spec.readinessTimeoutSeconds" in degraded["message"]
+    [(reason, message)] = await warnings_about(world, "train")
+    assert reason == "InvalidSpec"
+    assert "$.spec.readinessTimeoutSeconds" in message
+    assert await world.get(STATEFULSETS, "train-worker-0") is None
+
+    # When it is deleted, its finalizer is removed and it is gone
+    await world.delete_group("train")
+    gone = await world.wait_for(GROUPS, "train", lambda g: g is None, "ActorGroup train deleted")
+    assert gone is None

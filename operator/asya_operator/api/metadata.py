@@ -6,10 +6,10 @@ selector can never disagree. Pure: values in, values out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Final, Protocol
 
-from asya_operator.api.template import BrokerRef
+from asya_operator.api.template import DEFAULT_BROKER_SECRET, BrokerRef
 
 
 class OwnerSpec(Protocol):
@@ -143,3 +143,9 @@ MEMBER_LABEL: Final = "asya.sh/member"
 def group_selector(group: str) -> str:
     """The selector of every pod of the group, as the scale subresource wants it."""
     return f"app.kubernetes.io/component={GROUP_COMPONENT},{GROUP_LABEL}={group}"
+
+
+def secret_name(spec: Mapping[str, Any]) -> str:
+    """The broker Secret a stored spec names, read raw: for specs that may not decode."""
+    broker = spec.get("broker") or {}
+    return str(broker.get("secretName", DEFAULT_BROKER_SECRET))

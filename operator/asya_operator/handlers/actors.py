@@ -22,10 +22,10 @@ from typing import Any, Final
 
 import kopf
 
-from asya_operator.api.metadata import ACTOR_COMPONENT, MANAGED_BY
+from asya_operator.api.metadata import ACTOR_COMPONENT, MANAGED_BY, secret_name
 from asya_operator.api.template import GROUP, VERSION
 from asya_operator.kube import KINDS
-from asya_operator.reconcile.actors import ActorReconciler, secret_name
+from asya_operator.reconcile.actors import ActorReconciler
 from asya_operator.reconcile.admission import AdmissionLoop
 
 ACTORS: Final = (GROUP, VERSION, KINDS["AsyncActor"].plural)

@@ -177,3 +177,11 @@ def _first_why(waiting: Sequence[InstanceStatus]) -> str:
 
 def _list(indexes: Sequence[int]) -> str:
     return ", ".join(str(i) for i in indexes)
+
+
+def plan_group_refused_status(message: str, *, now: datetime) -> StatusPatch[ActorGroupStatus]:
+    """The status of an ActorGroup whose stored spec the operator refuses (`message` says what
+    to fix): Degraded, nothing applied."""
+    condition = conditions_at(now, None, GroupCondition)
+    degraded = condition("Degraded", Reason.INVALID_SPEC, message, is_true=True)
+    return StatusPatch.of(ActorGroupStatus(conditions=[degraded]), {"conditions"})

@@ -42,8 +42,8 @@ from asya.errors import TransportError
 from asya_operator import metrics
 from asya_operator.api.actor import AsyncActor, AsyncActorStatus
 from asya_operator.api.decoding import StoredSpecError, decode
-from asya_operator.api.metadata import Owner, actor_name
-from asya_operator.api.template import BROKER_AMQP_URL_KEY, DEFAULT_BROKER_SECRET
+from asya_operator.api.metadata import Owner, actor_name, secret_name
+from asya_operator.api.template import BROKER_AMQP_URL_KEY
 from asya_operator.config import OperatorConfig
 from asya_operator.kube import Kube
 from asya_operator.plans.actor_objects import end_actor_owners, plan_actor, plan_end_actors
@@ -234,11 +234,12 @@ class ActorReconciler:
         """Report a stored spec the operator cannot take: Degraded, and a Warning Event."""
         message = str(error)
         status = plan_refused_status(message, now=datetime.now(UTC))
-        async with self._between_passes():
-            await self._kube.patch_status(AsyncActor, namespace, body["metadata"]["name"], status)
+        # The Event first: whoever sees the status finds it posted.
         await self._kube.post_event(
             body, warning=True, reason=str(Reason.INVALID_SPEC), message=message
         )
+        async with self._between_passes():
+            await self._kube.patch_status(AsyncActor, namespace, body["metadata"]["name"], status)
 
     async def _report_applied(
         self, actor: AsyncActor, namespace: str, deployment_status: Mapping[str, Any] | None
@@ -289,12 +290,6 @@ class ActorReconciler:
                     current, warning=True, reason=str(news.reason), message=str(news.message)
                 )
             await self._kube.patch_status(AsyncActor, namespace, name, status)
-
-
-def secret_name(spec: Mapping[str, Any]) -> str:
-    """The broker Secret a stored spec names, read raw: for specs that may not decode."""
-    broker = spec.get("broker") or {}
-    return str(broker.get("secretName", DEFAULT_BROKER_SECRET))
 
 
 def _end_actors(

@@ -17,18 +17,21 @@ objects from its new spec (`settle(refresh=...)`). What is the group's own is he
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import kopf
 
 from asya.errors import TransportError
-from asya_operator.api.decoding import decode
+from asya_operator.api.decoding import StoredSpecError, decode
 from asya_operator.api.group import ActorGroup, member_actor
+from asya_operator.api.metadata import secret_name
 from asya_operator.api.template import BROKER_AMQP_URL_KEY
 from asya_operator.config import OperatorConfig
 from asya_operator.kube import Kube
 from asya_operator.plans.actor_objects import end_actor_owners, plan_end_actors
-from asya_operator.plans.group_status import plan_observed_generation
+from asya_operator.plans.conditions import Reason
+from asya_operator.plans.group_status import plan_group_refused_status, plan_observed_generation
 from asya_operator.queues import declare_actor_queues, release_queues
 
 
@@ -54,7 +57,12 @@ class GroupReconciler:
                 calls this again after `recheck_s`.
         """
         recheck_s = self._config.recheck_s
-        group = decode(body, ActorGroup)
+        try:
+            group = decode(body, ActorGroup)
+        except StoredSpecError as exc:
+            await self._refuse(body, namespace, exc)
+            # Tried again when the spec changes (an update), not before.
+            raise kopf.PermanentError(f"Degraded, nothing applied: {exc}") from exc
         name = group.metadata["name"]
         await self._settle(refresh=(namespace, name))
         fresh = await self._kube.read(ActorGroup, namespace, name)
@@ -88,7 +96,11 @@ class GroupReconciler:
             kopf.TemporaryError: the broker is unreachable (a few times, then the queues are
                 left).
         """
-        group = decode(body, ActorGroup)
+        try:
+            group = decode(body, ActorGroup)
+        except StoredSpecError as exc:
+            await self._release_refused(body, namespace, retry, logger, exc)
+            return
         name = group.metadata["name"]
         await self._settle()  # a group being deleted is in no pass: its quota is free
         await self._kube.delete_group_objects(namespace, name)
@@ -101,6 +113,48 @@ class GroupReconciler:
             namespace,
             [member_actor(name, m.name) for m in group.spec.members],
             keep=group.spec.keep_queues,
+            attempt=retry,
+            recheck_s=self._config.recheck_s,
+            logger=logger,
+        )
+
+    async def _refuse(
+        self, body: Mapping[str, Any], namespace: str, error: StoredSpecError
+    ) -> None:
+        """Report a stored spec the operator cannot take: Degraded, and a Warning Event."""
+        message = str(error)
+        status = plan_group_refused_status(message, now=datetime.now(UTC))
+        # The Event first: whoever sees the status finds it posted.
+        await self._kube.post_event(
+            body, warning=True, reason=str(Reason.INVALID_SPEC), message=message
+        )
+        await self._kube.patch_status(ActorGroup, namespace, body["metadata"]["name"], status)
+
+    async def _release_refused(
+        self,
+        body: Mapping[str, Any],
+        namespace: str,
+        retry: int,
+        logger: Any,
+        error: StoredSpecError,
+    ) -> None:
+        """Delete a group whose spec does not decode, as far as its stored body tells: the
+        objects and queues an earlier, valid spec may have made go."""
+        logger.warning("deleted with a spec the operator refuses", extra={"error": str(error)})
+        name = str(body["metadata"]["name"])
+        spec = body.get("spec") or {}
+        await self._kube.delete_group_objects(namespace, name)
+        members = [
+            str(m["name"])
+            for m in spec.get("members") or ()
+            if isinstance(m, Mapping) and m.get("name")
+        ]
+        secret = await self._kube.read_secret(namespace, secret_name(spec))
+        await release_queues(
+            (secret or {}).get(BROKER_AMQP_URL_KEY),
+            namespace,
+            [member_actor(name, member) for member in members],
+            keep=spec.get("keepQueues") is True,
             attempt=retry,
             recheck_s=self._config.recheck_s,
             logger=logger,
