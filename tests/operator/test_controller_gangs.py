@@ -223,3 +223,42 @@ async def test_a_group_whose_member_name_an_actor_has_is_degraded_and_runs_nothi
         "no longer Degraded once the name is free",
     )
     await world.wait_exists(STATEFULSETS, "train-worker-0")
+
+
+async def test_a_group_whose_secret_is_deleted_is_degraded_naming_it_and_recovers(
+    world, broker_secret, operator, gang_queues, quota
+):
+    create, _patch = quota
+    await create("resourcepools", gpu_pool(2))
+    await world.create_group(gang("train"))
+    await group_becomes(world, "train", admitted(1), "admitted")
+
+    await world.delete_secret("asya-broker")
+
+    degraded = await group_becomes(
+        world,
+        "train",
+        lambda g: condition_of(g, "Degraded").get("status") == "True",
+        "Degraded once its Secret is gone",
+    )
+    assert condition_of(degraded, "Degraded")["reason"] == "SecretNotFound"
+    assert "asya-broker" in condition_of(degraded, "Degraded")["message"]
+
+    await world.create_secret("asya-broker", broker_secret)
+
+    await group_becomes(
+        world,
+        "train",
+        lambda g: condition_of(g, "Degraded").get("status") == "False",
+        "recovered once its Secret is back",
+    )
+
+
+def test_only_the_secrets_a_group_names_wake_the_admission_loop():
+    from asya_operator.handlers import groups as handlers
+
+    index = {("ml", "asya-broker"): {"train"}}
+
+    assert handlers._is_used(namespace="ml", name="asya-broker", groups_by_secret=index)
+    assert not handlers._is_used(namespace="ml", name="other", groups_by_secret=index)
+    assert not handlers._is_used(namespace="ml-a", name="asya-broker", groups_by_secret=index)

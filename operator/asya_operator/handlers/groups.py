@@ -3,6 +3,9 @@
 - an ActorGroup created, resumed (at start) or updated: `GroupReconciler.reconcile`;
 - its gang pods' readiness changing (a StatefulSet's status): an admission pass, which steps
   the readiness of its instances (ready, or evicted at the deadline);
+- a broker Secret a group names created, changed or deleted: an admission pass, which writes
+  the group's status (Degraded naming the Secret, or recovered). An in-memory index of the
+  groups' `spec.broker.secretName` (`groups_by_secret`) filters out other Secrets first;
 - an ActorGroup deleted (behind kopf's finalizer): `GroupReconciler.release`.
 """
 
@@ -12,7 +15,7 @@ from typing import Any, Final
 
 import kopf
 
-from asya_operator.api.metadata import GROUP_COMPONENT, MANAGED_BY
+from asya_operator.api.metadata import GROUP_COMPONENT, MANAGED_BY, secret_name
 from asya_operator.api.template import GROUP, VERSION
 from asya_operator.kube import KINDS
 from asya_operator.reconcile.admission import AdmissionLoop
@@ -67,6 +70,22 @@ class GroupHandlers:
         """A gang's pods became ready or not: the pass steps its instances' readiness."""
         if event["type"] != "DELETED":
             self._admission.request()
+
+    async def groups_by_secret(
+        self, *, namespace: str | None, name: str, spec: kopf.Spec, **_: Any
+    ) -> dict[tuple[str | None, str], str]:
+        """Which groups use which broker Secret: (namespace, Secret name) -> groups' names."""
+        return {(namespace, secret_name(spec)): name}
+
+    async def follow_secret(self, **_: Any) -> None:
+        """A broker Secret a group names appeared, changed or went: the pass reports it."""
+        self._admission.request()
+
+
+def _is_used(*, namespace: str | None, name: str, **kwargs: Any) -> bool:
+    # Called for every Secret event: an in-memory look-up, no request to the API server.
+    users: kopf.Index[tuple[str | None, str], str] = kwargs["groups_by_secret"]
+    return bool(users.get((namespace, name)))
 
 
 def _namespaced(namespace: str | None) -> str:
