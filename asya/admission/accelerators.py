@@ -96,10 +96,9 @@ def fallback(
     allowed = [f for f in covering if pod_set.flavors is None or f in pod_set.flavors]
     if not covering:
         cause = AcceleratorFallbackCause.NOT_COVERED
-        why = (
-            f"pool {pool.name} has no flavor without accelerators covering"
-            f" {', '.join(sorted(pod_set.requests))}"
-        )
+        why = f"pool {pool.name} has no flavor without accelerators"
+        if pod_set.requests:  # a pod set that requests nothing is covered by every flavor
+            why += f" covering {', '.join(sorted(pod_set.requests))}"
     elif not allowed:
         cause = AcceleratorFallbackCause.RESTRICTED
         why = f"pod set {pod_set.name} may use only flavor {', '.join(pod_set.flavors or ())}"

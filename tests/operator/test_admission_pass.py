@@ -315,4 +315,68 @@ def test_an_actor_requesting_nothing_is_admitted_in_full_as_kueue_does():
 
     decided = admit(pools, [actor("light", gpus=0, desired=5)])
 
-    assert decided["light"] == ActorAdmission(5, "h100", False, None, None)
+    assert decided["light"] == ActorAdmission(
+        5,
+        "h100",
+        False,
+        None,
+        None,
+        accelerator_fallback="on h100: pool team-a has no flavor without accelerators",
+    )
+
+
+GPU_FIRST = {"h100": {"cpu": 64, "nvidia_com_gpu": 8}, "cpu": {"cpu": 32}}
+
+
+def test_an_actor_asking_for_no_accelerator_is_admitted_on_a_flavor_without_one_listed_later():
+    decided = admit([pool("team-a", **GPU_FIRST)], [actor("web", gpus=0, cpu="4", desired=2)])
+
+    assert decided["web"] == ActorAdmission(2, "cpu", False, None, None)
+
+
+def test_an_actor_asking_for_an_accelerator_still_takes_the_first_flavor_that_covers_it():
+    decided = admit([pool("team-a", **GPU_FIRST)], [actor("embed", gpus=1, cpu="4")])
+
+    assert decided["embed"] == ActorAdmission(1, "h100", False, None, None)
+
+
+def test_an_actor_asking_for_no_accelerator_kept_on_an_accelerator_flavor_says_why():
+    decided = admit([pool("team-a", **GPU_FIRST)], [actor("web", gpus=0, cpu="4", flavor="h100")])
+
+    assert decided["web"] == ActorAdmission(
+        1,
+        "h100",
+        False,
+        None,
+        None,
+        accelerator_fallback="on h100: pod set replica may use only flavor h100",
+    )
+
+
+def test_an_actor_whose_requests_cannot_be_read_is_refused_alone():
+    pools = [pool("team-a", h100={"cpu": 8, "nvidia_com_gpu": 4})]
+    actors = [actor("broken", cpu="-1", desired=1), actor("fine", cpu="1")]
+
+    decided = admit(pools, actors)
+
+    assert decided["broken"].message == (
+        "0 of 1 replicas admitted: resources: expected a quantity such as 2, '500m' or '16Gi',"
+        " got '-1'"
+    )
+    assert decided["fine"].admitted == 1
+
+
+def test_a_scenario_the_engine_refuses_keeps_what_is_held_and_admits_nothing_more():
+    pools = [pool("team-a", cohort="c1", h100={"nvidia_com_gpu": 8})]
+    cohorts = [cohort("c1", parent="c2"), cohort("c2", parent="c1")]
+    actors = [actor("embed", desired=3, admitted=2, admitted_flavor="h100")]
+
+    decided = admit(pools, actors, cohorts=cohorts)
+
+    assert decided["embed"] == ActorAdmission(
+        2,
+        "h100",
+        False,
+        "2 of 3 replicas admitted: admission cannot run: cohorts form a loop: c1 -> c2 -> c1",
+        None,
+    )

@@ -265,3 +265,20 @@ def test_the_decisions_name_each_workloads_kind_and_the_pool_a_pending_one_waits
     assert pending["message"].startswith(
         "insufficient quota for nvidia.com/gpu in flavor h100: needs 4"
     )
+
+
+def test_the_decisions_say_where_work_asking_for_no_accelerator_lands_on_one_and_why():
+    actor = changed(ACTOR, spec__resources={"cpu": "500m"})
+    shot = snapshot(POOL, actor)
+
+    decided = decisions(shot, simulate(shot.scenario))
+
+    (admitted,) = decided["admitted"]
+    assert admitted["acceleratorFallbacks"] == [
+        {
+            "podSet": "replica",
+            "flavor": "h100",
+            "cause": "NotCovered",
+            "message": "on h100: pool team-a has no flavor without accelerators covering cpu",
+        }
+    ]

@@ -17,8 +17,15 @@ weighs them against each other (priority, age, borrowing, preemption):
   or beyond `desired` do not exist, so their quota is released at once. A Deployment has one
   node selector, so every replica of an actor is restricted to one flavor: the one the actor
   names; else the one it holds quota in; else the first of the pool's flavors with quota for
-  everything it requests. Quota held in a flavor the pool no longer has, or other than the one
-  the actor now names, is given up.
+  everything it requests, in the order the engine tries flavors for those requests
+  (`asya.admission.accelerators.in_preferred_order`: for an actor that asks for no
+  accelerator, flavors without accelerators first). So a CPU-only actor goes to a CPU flavor
+  when the pool has one covering its requests, and waits for room there rather than spill onto
+  accelerator nodes: one flavor per actor, chosen before the run. Quota held in a flavor the
+  pool no longer has, or other than the one the actor now names, is given up. Where replicas
+  that ask for no accelerator hold quota in a flavor that offers them all the same (the actor
+  names it, no other flavor covers it, or it was held there), the decision carries the
+  engine's `AcceleratorFallback` message; so does a gang instance's, per member.
 - Each gang instance of an ActorGroup with `spec.pool` is one workload with one pod set per
   member (its replicas, or down to its minReplicas), admitted whole or not at all. The caller
   says which instances ask for quota (`pending`) and which hold it (`held`, with each member's
@@ -45,6 +52,7 @@ from typing import Final
 import msgspec
 
 from asya.admission import model
+from asya.admission.accelerators import in_preferred_order
 from asya.admission.quantity import Milli
 from asya.admission.scheduler import AdmittedResult, SimulationResult, simulate
 from asya.errors import AdmissionError
@@ -245,7 +253,7 @@ def _flavor(actor: PooledActor, pool: ResourcePool, requests: Mapping[str, Milli
         return actor.flavor
     if _holds(actor, pool):
         return actor.admitted_flavor
-    for quotas in pool.spec.quotas or ():
+    for quotas in in_preferred_order(requests, pool.spec.quotas or ()):
         if quotas.covers(requests):
             return quotas.flavor
     return None
@@ -367,9 +375,22 @@ def _read(
                 )
             else:
                 members = {member: (flavor, count) for member, flavor, count in held.pod_sets}
-                instances[instance] = InstanceAdmission(members, borrowing=held.borrowing)
+                instances[instance] = InstanceAdmission(
+                    members,
+                    borrowing=held.borrowing,
+                    accelerator_fallback=_fallbacks(held, per_pod_set=True),
+                )
         decided.groups[_key(group)] = instances
     return decided
+
+
+def _fallbacks(held: AdmittedResult, *, per_pod_set: bool) -> str | None:
+    """The engine's accelerator fallbacks of an admitted workload, in words; None: none."""
+    said = [
+        f"{f.pod_set}: {f.message}" if per_pod_set else f.message
+        for f in held.accelerator_fallbacks
+    ]
+    return "; ".join(said) or None
 
 
 def _actor_decision(
@@ -394,6 +415,8 @@ def _actor_decision(
         message=message,
         # The first preemptor of a replica the actor did not get back by the end of the pass.
         preempted_by=next((preempted_by[n] for n in waiting if n in preempted_by), None),
+        # Every replica is in one flavor for one reason: the first one's says it for all.
+        accelerator_fallback=_fallbacks(held[0], per_pod_set=False) if held else None,
     )
 
 

@@ -26,7 +26,7 @@ import yaml
 
 from asya.admission import model
 from asya.admission.quantity import Milli
-from asya.admission.scheduler import SimulationResult
+from asya.admission.scheduler import SimulationResult, result_as_dict
 from asya.errors import AdmissionError
 from asya_operator.api.group import GroupMember, desired_instances, known_instances
 from asya_operator.api.group import held as held_quota
@@ -189,33 +189,24 @@ def _namespace_labels(crs: Crs, origins: Iterable[WorkloadOrigin]) -> dict[str, 
 
 
 def decisions(snapshot: Snapshot, result: SimulationResult) -> dict[str, Any]:
-    """The engine's result in `asya admission simulate`'s shape, each workload with its kind
-    (and pool). A pod set whose CR names a flavor is kept to it, as on the cluster."""
+    """The engine's result in `asya admission simulate`'s shape (accelerator fallbacks
+    included), each workload with its kind (and pool). A pod set whose CR names a flavor is
+    kept to it, as on the cluster."""
     kinds = {name: origin.kind for name, origin in snapshot.origins.items()}
     pools = {w.name: w.pool for w in snapshot.scenario.workloads}
-    admitted = []
-    for a in result.admitted:
-        pod_sets = [{"name": n, "flavor": f, "count": c} for n, f, c in a.pod_sets]
-        entry: dict[str, Any] = {"workload": a.workload, "kind": kinds[a.workload], "pool": a.pool}
-        entry |= {"borrowing": a.borrowing, "podSets": pod_sets}
-        admitted.append(entry)
+    simulated: dict[str, Any] = result_as_dict(result)
+    admitted = [
+        {"workload": a["workload"], "kind": kinds[a["workload"]]} | a for a in simulated["admitted"]
+    ]
     preempted = [
-        {"workload": p.workload, "kind": kinds[p.workload], "preemptor": p.preemptor}
-        | {"reason": p.reason}
-        for p in result.preempted
+        {"workload": p["workload"], "kind": kinds[p["workload"]]} | p
+        for p in simulated["preempted"]
     ]
     pending = [
-        {"workload": p.workload, "kind": kinds[p.workload], "pool": pools[p.workload]}
-        | {"reason": p.reason.value, "message": p.message}
-        for p in result.pending
+        {"workload": p["workload"], "kind": kinds[p["workload"]], "pool": pools[p["workload"]]} | p
+        for p in simulated["pending"]
     ]
-    return {
-        "admitted": admitted,
-        "preempted": preempted,
-        "pending": pending,
-        "cycles": result.cycles,
-        "quiescent": result.quiescent,
-    }
+    return simulated | {"admitted": admitted, "preempted": preempted, "pending": pending}
 
 
 class _OneLine(dict[str, Any]):
