@@ -2,7 +2,10 @@
 
 Kueue's semantics, for asya's pools of GPUs and CPUs:
 - `quantity`: Kubernetes quantities as integer milli-units;
-- `model`: pools, cohorts, workloads and the scenario format (`asya admission simulate`);
+- `quotas`: the quota vocabulary (quotas per flavor and resource, preemption policies),
+  defined once for the engine and the operator's ResourcePool and Cohort CRDs;
+- `model`: pools, cohorts, workloads, and the two ways a scenario comes in, checked alike: a
+  file (`asya admission simulate`) or typed parts (the operator's snapshot);
 - `tree`: quota and usage through the cohort tree (nominal, borrowing and lending limits);
 - `accelerators`: which resources are accelerators, and keeping their flavors for work that
   asks for them;

@@ -20,7 +20,8 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from asya.admission.model import FlavorQuotas, PodSet, Pool
+from asya.admission.model import PodSet, Pool
+from asya.admission.quotas import FlavorQuotas
 
 
 class AcceleratorFallbackCause(enum.StrEnum):
@@ -57,7 +58,7 @@ def is_accelerator(resource: str) -> bool:
 
 
 def offers_accelerators(flavor: FlavorQuotas) -> bool:
-    return any(is_accelerator(resource) for resource in flavor.resources)
+    return any(is_accelerator(quota.name) for quota in flavor.resources)
 
 
 def asks_for_accelerators(requests: Mapping[str, int]) -> bool:
@@ -90,17 +91,14 @@ def fallback(
     if not offers_accelerators(quotas):
         return None
     covering = [
-        q.flavor
-        for q in pool.quotas
-        if not offers_accelerators(q) and all(r in q.resources for r in pod_set.requests)
+        q.flavor for q in pool.quotas if not offers_accelerators(q) and q.covers(pod_set.requests)
     ]
     allowed = [f for f in covering if pod_set.flavors is None or f in pod_set.flavors]
     if not covering:
         cause = AcceleratorFallbackCause.NOT_COVERED
-        why = (
-            f"pool {pool.name} has no flavor without accelerators covering"
-            f" {', '.join(sorted(pod_set.requests))}"
-        )
+        why = f"pool {pool.name} has no flavor without accelerators"
+        if pod_set.requests:  # a pod set that requests nothing is covered by every flavor
+            why += f" covering {', '.join(sorted(pod_set.requests))}"
     elif not allowed:
         cause = AcceleratorFallbackCause.RESTRICTED
         why = f"pod set {pod_set.name} may use only flavor {', '.join(pod_set.flavors or ())}"

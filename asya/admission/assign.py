@@ -23,15 +23,9 @@ from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from asya.admission import accelerators
-from asya.admission.model import (
-    BorrowPolicy,
-    FlavorQuotas,
-    FlavorResource,
-    PodSet,
-    Pool,
-    Workload,
-)
+from asya.admission.model import FlavorResource, PodSet, Pool, Workload
 from asya.admission.quantity import format_quantity
+from asya.admission.quotas import BorrowPolicy, FlavorQuotas
 from asya.admission.tree import Node, QuotaTree
 
 
@@ -170,7 +164,7 @@ def _choose_flavor(
     candidates = accelerators.in_preferred_order(pod_set.requests, _allowed_flavors(pod_set, pool))
     for flavor_quotas in candidates:
         flavor = flavor_quotas.flavor
-        missing = [r for r in pod_set.requests if r not in flavor_quotas.resources]
+        missing = [r for r in pod_set.requests if flavor_quotas.quota(r) is None]
         if missing:
             missing_notes.append(f"flavor {flavor} has no quota for {', '.join(missing)}")
             continue

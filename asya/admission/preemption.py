@@ -19,13 +19,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from asya.admission.assign import Assignment
-from asya.admission.model import (
-    BorrowPolicy,
-    FlavorResource,
-    Pool,
-    ReclaimWithinCohort,
-    WithinPool,
-)
+from asya.admission.model import FlavorResource, Pool
+from asya.admission.quotas import BorrowPolicy, ReclaimWithinCohort, WithinPool
 from asya.admission.tree import Node, QuotaTree
 
 

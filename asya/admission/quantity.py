@@ -32,6 +32,13 @@ _FACTOR: Final = {
     "Pi": Fraction(2**50),
     "Ei": Fraction(2**60),
 }
+NON_NEGATIVE_QUANTITY_PATTERN: Final = (
+    r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+"""A Kubernetes resource quantity without a minus sign (the core API's pattern, whose sign may
+be `+` only): quota is never negative. Wider than `parse_quantity` (an exponent such as `1e3`),
+which says so when it meets one."""
 _BINARY: Final = (
     ("Ei", 2**60),
     ("Pi", 2**50),

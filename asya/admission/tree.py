@@ -16,10 +16,24 @@ must borrow. Values may go negative after over-admission
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-from asya.admission.model import Cohort, FlavorQuotas, FlavorResource, Pool, ResourceQuota
+from asya.admission.model import Cohort, FlavorResource, Pool
+from asya.admission.quotas import FlavorQuotas, quota_milli
 
-_NO_QUOTA = ResourceQuota(nominal=0)  # type: ignore[arg-type]
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """One resource's quota in one flavor of a node, in milli-units."""
+
+    nominal: int
+    borrowing_limit: int | None = None
+    """None: no limit."""
+    lending_limit: int | None = None
+    """None: lends all of it."""
+
+
+_NO_QUOTA = Limits(nominal=0)
 
 
 class Node:
@@ -32,10 +46,10 @@ class Node:
         self.is_pool = is_pool
         self.parent: Node | None = None
         self.children: list[Node] = []
-        self.quotas: dict[FlavorResource, ResourceQuota] = {
-            (fq.flavor, resource): quota
+        self.quotas: dict[FlavorResource, Limits] = {
+            (fq.flavor, quota.name): Limits(*quota_milli(quota))
             for fq in quotas
-            for resource, quota in fq.resources.items()
+            for quota in fq.resources
         }
         self.subtree: dict[FlavorResource, int] = {}
         self.usage: dict[FlavorResource, int] = {}

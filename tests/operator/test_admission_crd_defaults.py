@@ -8,9 +8,12 @@ import pytest
 from asya_operator.api.crds import actor_group_crd, resource_pool_crd
 from asya_operator.api.group import ActorGroup, ActorGroupSpec, desired_instances
 from asya_operator.api.pool import ResourcePoolSpec
+from asya_operator.api.template import DNS_SUBDOMAIN_PATTERN, QUANTITY_PATTERN
 
 from asya.actor import ActorOptions
-from asya.admission.model import Pool, Preemption
+from asya.admission.model import Pool
+from asya.admission.quantity import NON_NEGATIVE_QUANTITY_PATTERN
+from asya.admission.quotas import FLAVOR_NAME_PATTERN, Preemption
 from asya.admission.readiness import ReadinessPolicy
 from tests.operator.cr_validation import apply_defaults, openapi_schema
 
@@ -110,3 +113,10 @@ def test_a_groups_desired_instances_are_its_replicas_within_its_scaling_bounds(
 
     assert desired_instances(group) == expected
     assert "unset = no quota" in spec_schema(actor_group_crd())["properties"]["pool"]["description"]
+
+
+def test_the_engines_quota_and_flavor_patterns_are_the_apis():
+    # The engine cannot import the operator, so it spells the patterns its quota types carry
+    # into the CRDs; they must stay the core API's (a quantity, here without a minus sign).
+    assert QUANTITY_PATTERN.replace(r"^(\+|-)?", r"^\+?", 1) == NON_NEGATIVE_QUANTITY_PATTERN
+    assert FLAVOR_NAME_PATTERN == DNS_SUBDOMAIN_PATTERN

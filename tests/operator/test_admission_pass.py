@@ -315,7 +315,42 @@ def test_an_actor_requesting_nothing_is_admitted_in_full_as_kueue_does():
 
     decided = admit(pools, [actor("light", gpus=0, desired=5)])
 
-    assert decided["light"] == ActorAdmission(5, "h100", False, None, None)
+    assert decided["light"] == ActorAdmission(
+        5,
+        "h100",
+        False,
+        None,
+        None,
+        accelerator_fallback="on h100: pool team-a has no flavor without accelerators",
+    )
+
+
+GPU_FIRST = {"h100": {"cpu": 64, "nvidia_com_gpu": 8}, "cpu": {"cpu": 32}}
+
+
+def test_an_actor_asking_for_no_accelerator_is_admitted_on_a_flavor_without_one_listed_later():
+    decided = admit([pool("team-a", **GPU_FIRST)], [actor("web", gpus=0, cpu="4", desired=2)])
+
+    assert decided["web"] == ActorAdmission(2, "cpu", False, None, None)
+
+
+def test_an_actor_asking_for_an_accelerator_still_takes_the_first_flavor_that_covers_it():
+    decided = admit([pool("team-a", **GPU_FIRST)], [actor("embed", gpus=1, cpu="4")])
+
+    assert decided["embed"] == ActorAdmission(1, "h100", False, None, None)
+
+
+def test_an_actor_asking_for_no_accelerator_kept_on_an_accelerator_flavor_says_why():
+    decided = admit([pool("team-a", **GPU_FIRST)], [actor("web", gpus=0, cpu="4", flavor="h100")])
+
+    assert decided["web"] == ActorAdmission(
+        1,
+        "h100",
+        False,
+        None,
+        None,
+        accelerator_fallback="on h100: pod set replica may use only flavor h100",
+    )
 
 
 def test_an_actor_whose_requests_cannot_be_read_is_refused_alone():

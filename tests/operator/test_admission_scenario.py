@@ -9,7 +9,8 @@ from asya_operator.plans.files import CrError, Document, read_crs
 from asya_operator.plans.quota import selects
 from asya_operator.plans.whatif import decisions, snapshot_of
 
-from asya.admission.model import Pool, Preemption
+from asya.admission.model import Pool
+from asya.admission.quotas import Preemption
 from asya.admission.scheduler import simulate
 from tests.operator.admission_crs import COHORT, GROUP, POOL, changed, member
 
@@ -116,14 +117,14 @@ def test_age_is_the_order_of_the_documents():
     assert [w.name for w in by_age] == ["ml-a/embed", "ml-b/ddp[0]", "ml-a/late"]
 
 
-def test_a_pool_has_its_quota_in_milli_units_and_the_engines_defaults():
+def test_a_pool_hands_the_engine_its_quota_as_the_cr_writes_it_and_the_engines_defaults():
     (pool,) = snapshot(POOL).scenario.pools
 
     (flavor,) = pool.quotas
-    gpu, cpu = flavor.resources["nvidia.com/gpu"], flavor.resources["cpu"]
+    gpu, cpu = flavor.quota("nvidia.com/gpu"), flavor.quota("cpu")
     assert (pool.name, pool.cohort, flavor.flavor) == ("team-a", "eng", "h100")
-    assert (gpu.nominal, gpu.borrowing_limit, gpu.lending_limit) == (8000, None, 2000)
-    assert cpu.nominal == 64000
+    assert (gpu.nominal, gpu.borrowing_limit, gpu.lending_limit) == (8, None, 2)
+    assert cpu.nominal == "64"
     assert (pool.queueing_strategy, pool.preemption) == (
         Pool(name="x").queueing_strategy,
         Preemption(),
@@ -167,7 +168,7 @@ def test_a_cohort_keeps_its_parent_and_quota():
     (translated,) = snapshot(cohort).scenario.cohorts
 
     assert (translated.name, translated.parent) == ("eng", "company")
-    assert translated.quotas[0].resources["nvidia.com/gpu"].nominal == 2000
+    assert translated.quotas[0].quota("nvidia.com/gpu").nominal == 2
 
 
 @pytest.mark.parametrize(
@@ -264,3 +265,20 @@ def test_the_decisions_name_each_workloads_kind_and_the_pool_a_pending_one_waits
     assert pending["message"].startswith(
         "insufficient quota for nvidia.com/gpu in flavor h100: needs 4"
     )
+
+
+def test_the_decisions_say_where_work_asking_for_no_accelerator_lands_on_one_and_why():
+    actor = changed(ACTOR, spec__resources={"cpu": "500m"})
+    shot = snapshot(POOL, actor)
+
+    decided = decisions(shot, simulate(shot.scenario))
+
+    (admitted,) = decided["admitted"]
+    assert admitted["acceleratorFallbacks"] == [
+        {
+            "podSet": "replica",
+            "flavor": "h100",
+            "cause": "NotCovered",
+            "message": "on h100: pool team-a has no flavor without accelerators covering cpu",
+        }
+    ]

@@ -4,6 +4,7 @@ run, as `admit` decides for the controller."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from asya_operator.api.template import ActorResources
@@ -154,3 +155,17 @@ def test_a_scenario_the_engine_refuses_keeps_held_gangs_and_admits_nothing_more(
     assert instances_now[1].members is None
     assert instances_now[1].message is not None
     assert instances_now[1].message.startswith("admission cannot run:")
+
+
+def test_a_member_asking_for_no_accelerator_on_an_accelerator_flavor_is_named_with_why():
+    pools = [pool("team-a", h100={"cpu": 64, "nvidia_com_gpu": 8})]
+    group = gang("train", members={"leader": 1, "feeder": 1})
+    leader, feeder = group.members
+    feeder = dataclasses.replace(feeder, resources=ActorResources(cpu="2", gpus=0))
+    group = dataclasses.replace(group, members=(leader, feeder))
+
+    decided = instances(pools, [group])
+
+    assert decided["train"][0].accelerator_fallback == (
+        "feeder: on h100: pool team-a has no flavor without accelerators covering cpu"
+    )

@@ -1,10 +1,14 @@
 """The custom resources of admission quota: ResourcePool and Cohort, as they travel the API.
 
-Their vocabulary is the admission scenario's (`asya.admission.model`: a pool is Kueue's
-ClusterQueue, a cohort Kueue's Cohort), so a pool written as a CR reads as the same pool in a
-scenario file; `asya_operator.plans.whatif` turns one into the other. Defaults are the engine's,
-read from `asya.admission.model`, never retyped. `asya_operator.api.crds` builds the CRDs from
-these Structs. Field names are camelCase on the wire.
+Their quota vocabulary IS the admission engine's: `spec.quotas` (`FlavorQuotas`,
+`ResourceQuota`) and `spec.preemption` (`Preemption`, `BorrowWithinCohort`) are the very types
+of `asya.admission.model`, defined there once with their descriptions and CEL rules, so a
+pool's quota reaches the engine as it was decoded, not copied (`asya_operator.plans.quota`
+makes the engine's Pool and Cohort of them). What is the API's own stays here: object
+metadata, the namespaceSelector (the engine takes the namespaces it selects), and status.
+Defaults are the engine's, read from `asya.admission.model`, never retyped.
+`asya_operator.api.crds` builds the CRDs from these Structs. Field names are camelCase on the
+wire.
 
 The controller's admission pass (`asya_operator.reconcile.admission`) admits AsyncActors' replicas
 and ActorGroups' gang instances by them and writes each pool's status; `asya-operator plan`
@@ -17,19 +21,11 @@ from typing import Annotated, Any, ClassVar, Final, Literal
 
 import msgspec
 
-from asya.admission.model import (
-    BorrowPolicy,
-    BorrowWithinCohort,
-    Pool,
-    Preemption,
-    QueueingStrategy,
-    ReclaimWithinCohort,
-    WithinPool,
-)
+from asya.admission.model import Pool, QueueingStrategy
+from asya.admission.quotas import FlavorQuotas, Preemption, Quantity
 from asya_operator.api.template import (
     GROUP,
     LIST_MAP_BY_NAME,
-    QUANTITY_PATTERN,
     VERSION,
     ObjectName,
     Validation,
@@ -43,81 +39,12 @@ _WRITTEN_PER_WORKLOAD: Final = (
 WRITTEN_BY_THE_OPERATOR: Final = " Written by the operator (not yet: a later controller does)."
 """Said of every status field no controller writes yet."""
 
-NON_NEGATIVE_QUANTITY_PATTERN: Final = QUANTITY_PATTERN.replace(r"^(\+|-)?", r"^\+?", 1)
-"""A Kubernetes quantity without a minus sign: quota is never negative."""
-
-RESOURCE_NAME_PATTERN: Final = (
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-)
-"""A resource name as a container's requests have it: `cpu`, `memory`, `nvidia.com/gpu`."""
-
 _POOL: Final = {f.name: f.default for f in msgspec.structs.fields(Pool)}
-_PREEMPTION: Final = Preemption()
-_BORROW: Final = BorrowWithinCohort()
 
-
-_Quota = (
-    Annotated[str, msgspec.Meta(pattern=NON_NEGATIVE_QUANTITY_PATTERN)]
-    | Annotated[int, msgspec.Meta(ge=0)]
-)
 _LIST_MAP_BY_FLAVOR: Final = {
     "x-kubernetes-list-type": "map",
     "x-kubernetes-list-map-keys": ["flavor"],
 }
-
-
-# --- Quotas ------------------------------------------------------------------------------
-
-
-class ResourceQuota(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """Quota of one resource in one flavor: what is the pool's own, what it may borrow, lend."""
-
-    # The schema's pattern keeps a string quantity from being negative; an integer is checked
-    # here, as an int-or-string schema cannot bound its integer branch.
-    VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
-        Validation(
-            rule="(type(self.nominal) != int || self.nominal >= 0)"
-            " && (!has(self.borrowingLimit) || type(self.borrowingLimit) != int"
-            " || self.borrowingLimit >= 0)"
-            " && (!has(self.lendingLimit) || type(self.lendingLimit) != int"
-            " || self.lendingLimit >= 0)",
-            message="quota is never negative: give nominal, borrowingLimit and lendingLimit as"
-            " 0 or more",
-        ),
-    )
-
-    name: Annotated[
-        str,
-        doc(
-            "The resource, as pods request it: cpu, memory, nvidia.com/gpu, ...",
-            max_length=253,
-            pattern=RESOURCE_NAME_PATTERN,
-        ),
-    ]
-    nominal: Annotated[_Quota, doc("The quota that is this node's own, a Kubernetes quantity.")]
-    borrowing_limit: Annotated[
-        _Quota | None,
-        doc("Most this node may take from its cohort beyond its nominal quota; unset = no limit."),
-    ] = None
-    lending_limit: Annotated[
-        _Quota | None,
-        doc("Most of its unused nominal quota this node lends to its cohort; unset = all of it."),
-    ] = None
-
-
-class FlavorQuotas(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """The quotas a node has in one ResourceFlavor."""
-
-    flavor: Annotated[ObjectName, doc("A ResourceFlavor's name.")]
-    resources: Annotated[
-        Annotated[
-            list[ResourceQuota], msgspec.Meta(max_length=16, extra_json_schema=LIST_MAP_BY_NAME)
-        ],
-        doc("One quota per resource (cpu, memory, nvidia.com/gpu, ...)."),
-    ]
-
-
 _QuotaList = Annotated[
     list[FlavorQuotas], msgspec.Meta(max_length=16, extra_json_schema=_LIST_MAP_BY_FLAVOR)
 ]
@@ -164,57 +91,6 @@ class NamespaceSelector(msgspec.Struct, frozen=True, kw_only=True, rename="camel
     ] = None
 
 
-class BorrowPolicyOverCohort(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """Whether a workload may preempt in the cohort while its pool borrows."""
-
-    VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
-        Validation(
-            rule=f"self.policy != '{BorrowPolicy.NEVER.value}' || !has(self.maxPriorityThreshold)",
-            message="borrowWithinCohort.maxPriorityThreshold applies only with policy"
-            " LowerPriority: set the policy or remove the threshold",
-        ),
-    )
-
-    policy: Annotated[
-        BorrowPolicy, doc("Never, or LowerPriority: preempt lower-priority workloads.")
-    ] = _BORROW.policy
-    max_priority_threshold: Annotated[
-        int | None,
-        doc("Only workloads at or below this priority may be preempted; unset = any lower."),
-    ] = _BORROW.max_priority_threshold
-
-
-class PoolPreemption(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """When a pending workload of this pool may evict admitted ones (Kueue's preemption)."""
-
-    VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
-        Validation(
-            rule=f"self.reclaimWithinCohort != '{ReclaimWithinCohort.NEVER.value}'"
-            f" || self.borrowWithinCohort.policy == '{BorrowPolicy.NEVER.value}'",
-            message="preemption.borrowWithinCohort needs reclaimWithinCohort other than Never"
-            " (as in Kueue): set reclaimWithinCohort, or borrowWithinCohort.policy: Never",
-        ),
-    )
-
-    within_pool: Annotated[
-        WithinPool,
-        doc(
-            "Never, LowerPriority, or LowerOrNewerEqualPriority: which workloads of this pool"
-            " a pending one may evict."
-        ),
-    ] = _PREEMPTION.within_pool
-    reclaim_within_cohort: Annotated[
-        ReclaimWithinCohort,
-        doc(
-            "Never, LowerPriority or Any: which workloads of other pools in the cohort, using"
-            " quota they borrowed, a pending one may evict to take its quota back."
-        ),
-    ] = _PREEMPTION.reclaim_within_cohort
-    borrow_within_cohort: Annotated[
-        BorrowPolicyOverCohort, doc("Whether preempting is allowed while borrowing.")
-    ] = msgspec.field(default_factory=BorrowPolicyOverCohort)
-
-
 class ResourcePoolSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """A team's quota: per flavor and resource, what is its own, and how it shares it."""
 
@@ -246,9 +122,9 @@ class ResourcePoolSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
         ),
     ] = _POOL["queueing_strategy"]
     preemption: Annotated[
-        PoolPreemption,
+        Preemption,
         doc("When pending workloads may evict admitted ones."),
-    ] = msgspec.field(default_factory=PoolPreemption)
+    ] = msgspec.field(default_factory=Preemption)
     quotas: Annotated[
         _QuotaList | None,
         doc("Quota per flavor, in the order flavors are tried for a workload."),
@@ -259,9 +135,9 @@ class ResourceUsage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """How much of one resource in one flavor the pool's admitted workloads use."""
 
     name: Annotated[str, doc("The resource (cpu, memory, nvidia.com/gpu, ...).")]
-    usage: Annotated[_Quota, doc("What admitted workloads request in total.")] = 0
-    borrowed: Annotated[_Quota, doc("The part of usage above the nominal quota.")] = 0
-    lent: Annotated[_Quota, doc("Unused nominal quota other pools of the cohort use.")] = 0
+    usage: Annotated[Quantity, doc("What admitted workloads request in total.")] = 0
+    borrowed: Annotated[Quantity, doc("The part of usage above the nominal quota.")] = 0
+    lent: Annotated[Quantity, doc("Unused nominal quota other pools of the cohort use.")] = 0
 
 
 class FlavorUsage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):

@@ -17,8 +17,15 @@ weighs them against each other (priority, age, borrowing, preemption):
   or beyond `desired` do not exist, so their quota is released at once. A Deployment has one
   node selector, so every replica of an actor is restricted to one flavor: the one the actor
   names; else the one it holds quota in; else the first of the pool's flavors with quota for
-  everything it requests. Quota held in a flavor the pool no longer has, or other than the one
-  the actor now names, is given up.
+  everything it requests, in the order the engine tries flavors for those requests
+  (`asya.admission.accelerators.in_preferred_order`: for an actor that asks for no
+  accelerator, flavors without accelerators first). So a CPU-only actor goes to a CPU flavor
+  when the pool has one covering its requests, and waits for room there rather than spill onto
+  accelerator nodes: one flavor per actor, chosen before the run. Quota held in a flavor the
+  pool no longer has, or other than the one the actor now names, is given up. Where replicas
+  that ask for no accelerator hold quota in a flavor that offers them all the same (the actor
+  names it, no other flavor covers it, or it was held there), the decision carries the
+  engine's `AcceleratorFallback` message; so does a gang instance's, per member.
 - Each gang instance of an ActorGroup with `spec.pool` is one workload with one pod set per
   member (its replicas, or down to its minReplicas), admitted whole or not at all. The caller
   says which instances ask for quota (`pending`) and which hold it (`held`, with each member's
@@ -26,7 +33,9 @@ weighs them against each other (priority, age, borrowing, preemption):
   whose quota no longer fits its CR (a flavor the pool lost, a member renamed or re-flavored)
   gives it up and asks again. Lower instance indexes are older.
 - Age across workloads: the caller's `age` (creation order) first, then the index.
-- The engine runs until nothing changes; what holds quota at the end is admitted.
+- The engine gets a typed snapshot (`asya.admission.model.build_scenario`: the CRs' own quota
+  types, checked as a scenario file is), runs until nothing changes; what holds quota at the
+  end is admitted.
 - A workload that requests nothing is admitted in full, as Kueue admits one, provided its pool
   exists, selects its namespace and has a flavor. A pool that does not exist or does not select
   the namespace, or requests the engine cannot read, admit nothing for that actor or group and
@@ -38,11 +47,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
-from asya.admission.model import load_scenario
-from asya.admission.quantity import parse_quantity
-from asya.admission.scheduler import SimulationResult, simulate
+import msgspec
+
+from asya.admission import model
+from asya.admission.accelerators import in_preferred_order
+from asya.admission.quantity import Milli
+from asya.admission.scheduler import AdmittedResult, SimulationResult, simulate
 from asya.errors import AdmissionError
 from asya_operator.api.group import MemberHold
 from asya_operator.api.pool import Cohort, ResourcePool
@@ -134,8 +146,7 @@ def _refusal(
         )
     try:
         for resources in requests:
-            for value in quota.requests_document(resources).values():
-                parse_quantity(value)
+            quota.requests_of(resources)
     except AdmissionError as exc:
         return f"resources: {exc}"
     return None
@@ -168,27 +179,25 @@ def _run(
     spaces = {a.namespace for a, _ in actors} | {g.namespace for g, _ in groups}
     namespaces = {ns: _labels(ns, labels) for ns in sorted(spaces)}
     origins: dict[str, _Origin] = {}
-    ordered: list[tuple[int, int, str, dict[str, Any]]] = []
+    ordered: list[tuple[int, int, str, model.Workload]] = []
     for actor, pool in actors:
         for index, workload in enumerate(_actor_workloads(actor, pool)):
-            origins[workload["name"]] = _Origin(_key(actor), index, is_group=False)
-            ordered.append((actor.age, index, workload["name"], workload))
+            origins[workload.name] = _Origin(_key(actor), index, is_group=False)
+            ordered.append((actor.age, index, workload.name, workload))
     for group, pool in groups:
         for index, workload in _group_workloads(group, pool):
-            origins[workload["name"]] = _Origin(_key(group), index, is_group=True)
-            ordered.append((group.age, index, workload["name"], workload))
+            origins[workload.name] = _Origin(_key(group), index, is_group=True)
+            ordered.append((group.age, index, workload.name, workload))
     ordered.sort(key=lambda item: item[:3])
-    workloads = [dict(w, created=n) for n, (*_, w) in enumerate(ordered)]
-    document = {
-        "cohorts": [quota.cohort_document(c) for c in cohorts],
-        "pools": [quota.pool_document(p, namespaces) for p in pools],
-        "workloads": workloads,
-    }
     try:
-        loaded = load_scenario(document)
+        scenario = model.build_scenario(
+            cohorts=[quota.cohort_of(c) for c in cohorts],
+            pools=[quota.pool_of(p, namespaces) for p in pools],
+            workloads=[msgspec.structs.replace(w, created=n) for n, (*_, w) in enumerate(ordered)],
+        )
     except AdmissionError as exc:
         return _held_only(actors, groups, str(exc))
-    return _read(simulate(loaded), actors, groups, origins)
+    return _read(simulate(scenario), actors, groups, origins)
 
 
 def _labels(namespace: str, labels: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
@@ -237,50 +246,56 @@ def _flavors(pool: ResourcePool) -> list[str]:
     return [q.flavor for q in pool.spec.quotas or ()]
 
 
-def _flavor(actor: PooledActor, pool: ResourcePool) -> str | None:
+def _flavor(actor: PooledActor, pool: ResourcePool, requests: Mapping[str, Milli]) -> str | None:
     """The one flavor every replica of `actor` is restricted to; None: the pool has no flavor
     covering its requests (the engine then says so)."""
     if actor.flavor is not None:
         return actor.flavor
     if _holds(actor, pool):
         return actor.admitted_flavor
-    wanted = set(quota.requests_document(actor.resources))
-    for quotas in pool.spec.quotas or ():
-        if wanted <= {q.name for q in quotas.resources}:
+    for quotas in in_preferred_order(requests, pool.spec.quotas or ()):
+        if quotas.covers(requests):
             return quotas.flavor
     return None
 
 
-def _actor_workloads(actor: PooledActor, pool: ResourcePool) -> list[dict[str, Any]]:
+def _actor_workloads(actor: PooledActor, pool: ResourcePool) -> list[model.Workload]:
     """One workload per desired replica, the held ones marked admitted."""
-    flavor = _flavor(actor, pool)
+    requests = quota.requests_of(actor.resources)
+    flavor = _flavor(actor, pool, requests)
     held = min(actor.admitted, actor.desired) if _holds(actor, pool) else 0
-    pod_set: dict[str, Any] = {
-        "name": quota.ACTOR_POD_SET,
-        "count": 1,
-        "requests": quota.requests_document(actor.resources),
-    }
-    if flavor is not None:
-        pod_set["flavors"] = [flavor]
+    pod_set = model.PodSet(
+        name=quota.ACTOR_POD_SET,
+        count=1,
+        requests=requests,
+        flavors=None if flavor is None else (flavor,),
+    )
     workloads = []
     for index in range(max(0, actor.desired)):
-        workload = _workload(f"{actor.namespace}/{actor.name}#{index}", actor, [pod_set])
-        if index < held:
-            workload["admitted"] = [{"podSet": quota.ACTOR_POD_SET, "flavor": flavor, "count": 1}]
-        workloads.append(workload)
+        admitted = None
+        if index < held and flavor is not None:
+            admitted = (
+                model.PodSetAssignment(pod_set=quota.ACTOR_POD_SET, flavor=flavor, count=1),
+            )
+        name = f"{actor.namespace}/{actor.name}#{index}"
+        workloads.append(_workload(name, actor, (pod_set,), admitted))
     return workloads
 
 
 def _workload(
-    name: str, owner: PooledActor | PooledGroup, pod_sets: list[dict[str, Any]]
-) -> dict[str, Any]:
-    return {
-        "name": name,
-        "pool": owner.pool,
-        "namespace": owner.namespace,
-        "priority": owner.priority,
-        "podSets": pod_sets,
-    }
+    name: str,
+    owner: PooledActor | PooledGroup,
+    pod_sets: tuple[model.PodSet, ...],
+    admitted: tuple[model.PodSetAssignment, ...] | None,
+) -> model.Workload:
+    return model.Workload(
+        name=name,
+        pool=owner.pool,
+        namespace=owner.namespace,
+        priority=owner.priority,
+        pod_sets=pod_sets,
+        admitted=admitted,
+    )
 
 
 # --- groups ------------------------------------------------------------------------------
@@ -306,34 +321,31 @@ def _member_holds(member: PooledMember, held: MemberHold, flavors: set[str]) -> 
     return allowed and least <= count <= member.replicas
 
 
-def _group_workloads(group: PooledGroup, pool: ResourcePool) -> list[tuple[int, dict[str, Any]]]:
+def _group_workloads(group: PooledGroup, pool: ResourcePool) -> list[tuple[int, model.Workload]]:
     """One workload per instance asking for or holding quota, the held ones marked admitted."""
     held = _held_instances(group, pool)
-    pod_sets = [_member_pod_set(m) for m in group.members]
+    pod_sets = tuple(_member_pod_set(m) for m in group.members)
     workloads = []
     for instance in _instances(group):
         name = quota.workload_name(group.namespace, group.name, instance)
-        workload = _workload(name, group, pod_sets)
+        admitted = None
         if instance in held:
-            workload["admitted"] = [
-                {"podSet": member, "flavor": flavor, "count": count}
+            admitted = tuple(
+                model.PodSetAssignment(pod_set=member, flavor=str(flavor), count=count)
                 for member, (flavor, count) in held[instance].items()
-            ]
-        workloads.append((instance, workload))
+            )
+        workloads.append((instance, _workload(name, group, pod_sets, admitted)))
     return workloads
 
 
-def _member_pod_set(member: PooledMember) -> dict[str, Any]:
-    pod_set: dict[str, Any] = {
-        "name": member.name,
-        "count": member.replicas,
-        "requests": quota.requests_document(member.resources),
-    }
-    if member.min_replicas is not None:
-        pod_set["minCount"] = member.min_replicas
-    if member.flavor is not None:
-        pod_set["flavors"] = [member.flavor]
-    return pod_set
+def _member_pod_set(member: PooledMember) -> model.PodSet:
+    return model.PodSet(
+        name=member.name,
+        count=member.replicas,
+        min_count=member.min_replicas,
+        requests=quota.requests_of(member.resources),
+        flavors=None if member.flavor is None else (member.flavor,),
+    )
 
 
 # --- reading the engine's end state --------------------------------------------------------
@@ -363,14 +375,27 @@ def _read(
                 )
             else:
                 members = {member: (flavor, count) for member, flavor, count in held.pod_sets}
-                instances[instance] = InstanceAdmission(members, borrowing=held.borrowing)
+                instances[instance] = InstanceAdmission(
+                    members,
+                    borrowing=held.borrowing,
+                    accelerator_fallback=_fallbacks(held, per_pod_set=True),
+                )
         decided.groups[_key(group)] = instances
     return decided
 
 
+def _fallbacks(held: AdmittedResult, *, per_pod_set: bool) -> str | None:
+    """The engine's accelerator fallbacks of an admitted workload, in words; None: none."""
+    said = [
+        f"{f.pod_set}: {f.message}" if per_pod_set else f.message
+        for f in held.accelerator_fallbacks
+    ]
+    return "; ".join(said) or None
+
+
 def _actor_decision(
     actor: PooledActor,
-    admitted: Mapping[str, Any],
+    admitted: Mapping[str, AdmittedResult],
     pending: Mapping[str, str],
     preempted_by: Mapping[str, str],
 ) -> ActorAdmission:
@@ -390,11 +415,13 @@ def _actor_decision(
         message=message,
         # The first preemptor of a replica the actor did not get back by the end of the pass.
         preempted_by=next((preempted_by[n] for n in waiting if n in preempted_by), None),
+        # Every replica is in one flavor for one reason: the first one's says it for all.
+        accelerator_fallback=_fallbacks(held[0], per_pod_set=False) if held else None,
     )
 
 
 def _preemptors(
-    result: SimulationResult, origins: Mapping[str, _Origin], admitted: Mapping[str, Any]
+    result: SimulationResult, origins: Mapping[str, _Origin], admitted: Mapping[str, AdmittedResult]
 ) -> dict[str, str]:
     """Workload -> who took its quota, for each preempted workload that did not get quota back
     by the end of the pass and was not preempted by its own actor or group."""

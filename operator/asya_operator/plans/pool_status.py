@@ -21,7 +21,7 @@ from asya.admission.quantity import format_quantity, parse_quantity
 from asya.errors import AdmissionError
 from asya_operator.api.pool import ResourcePool
 from asya_operator.api.template import ActorResources
-from asya_operator.plans.quota import requests_document
+from asya_operator.plans.quota import requests_of
 from asya_operator.plans.workloads import Decisions, PooledActor, PooledGroup
 
 _Usage = dict[tuple[str, str], int]
@@ -78,7 +78,7 @@ def _name(pool: ResourcePool) -> str:
 
 def _requests(resources: ActorResources) -> dict[str, int]:
     try:
-        return {k: parse_quantity(v) for k, v in requests_document(resources).items()}
+        return dict(requests_of(resources))
     except AdmissionError:
         return {}  # the pass admitted none of it: nothing to count
 

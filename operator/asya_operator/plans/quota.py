@@ -1,24 +1,21 @@
-"""Pools, cohorts, namespaces and requests as the admission engine's scenario has them.
+"""Pools, cohorts, namespaces and requests as the admission engine has them.
 
-Pure: typed CRs in, the documents `asya.admission.model.load_scenario` reads out (the format
-`asya admission simulate` takes). Shared by the cluster's admission pass (`admission`) and the
-offline what-if (`whatif`), so both describe quota the same way.
+Pure: typed CRs in, the engine's typed values out (`asya.admission.model`'s Pool and Cohort,
+requests in milli-units). A ResourcePool's quotas and preemption are the engine's own types
+already, so they are handed over as decoded; only what is the API's own is translated (the
+name from metadata, the namespaceSelector as the namespaces it selects). Shared by the
+cluster's admission pass (`admission`) and the offline what-if (`whatif`), so both describe
+quota the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
-import msgspec
-
-from asya_operator.api.pool import (
-    Cohort,
-    FlavorQuotas,
-    NamespaceSelector,
-    ResourcePool,
-    ResourceQuota,
-)
+from asya.admission import model
+from asya.admission.quantity import Milli, parse_quantity
+from asya_operator.api.pool import Cohort, NamespaceSelector, ResourcePool
 from asya_operator.api.template import ActorResources
 
 NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
@@ -38,15 +35,19 @@ def workload_name(namespace: str, name: str, instance: int | None = None) -> str
     return f"{namespace}/{name}" if instance is None else f"{namespace}/{name}[{instance}]"
 
 
-def requests_document(resources: ActorResources) -> dict[str, str | int]:
-    """What one replica with `resources` requests, as a scenario's pod set has it."""
-    requests: dict[str, str | int] = {}
+def requests_of(resources: ActorResources) -> dict[str, Milli]:
+    """What one replica with `resources` requests, in milli-units, by resource name.
+
+    Raises:
+        AdmissionError: its cpu or memory is not a quantity the engine reads.
+    """
+    requests: dict[str, Milli] = {}
     if resources.cpu is not None:
-        requests["cpu"] = resources.cpu
+        requests["cpu"] = parse_quantity(resources.cpu)
     if resources.memory is not None:
-        requests["memory"] = resources.memory
+        requests["memory"] = parse_quantity(resources.memory)
     if resources.gpus:
-        requests[GPU_RESOURCE] = resources.gpus
+        requests[GPU_RESOURCE] = parse_quantity(resources.gpus)
     return requests
 
 
@@ -85,45 +86,28 @@ def pool_selects(pool: ResourcePool, labels: Mapping[str, str]) -> bool:
     return selects(selector, labels)
 
 
-def _quotas(quotas: list[FlavorQuotas] | None) -> list[dict[str, Any]]:
-    return [
-        {"flavor": fq.flavor, "resources": {q.name: _quota(q) for q in fq.resources}}
-        for fq in quotas or ()
-    ]
-
-
-def _quota(quota: ResourceQuota) -> dict[str, Any]:
-    out: dict[str, Any] = {"nominal": quota.nominal}
-    if quota.borrowing_limit is not None:
-        out["borrowingLimit"] = quota.borrowing_limit
-    if quota.lending_limit is not None:
-        out["lendingLimit"] = quota.lending_limit
-    return out
-
-
-def pool_document(
-    pool: ResourcePool, namespaces: Mapping[str, Mapping[str, str]]
-) -> dict[str, Any]:
-    """`pool` as a scenario's pool; its namespaceSelector becomes the list of those of
+def pool_of(pool: ResourcePool, namespaces: Mapping[str, Mapping[str, str]]) -> model.Pool:
+    """`pool` as the engine's pool; its namespaceSelector becomes the list of those of
     `namespaces` (name -> labels, see `namespace_labels`) it selects."""
     spec = pool.spec
-    out: dict[str, Any] = {
-        "name": pool.metadata["name"],
-        "queueingStrategy": spec.queueing_strategy.value,
-        "preemption": msgspec.to_builtins(spec.preemption),
-        "quotas": _quotas(spec.quotas),
-    }
-    if spec.cohort is not None:
-        out["cohort"] = spec.cohort
     selector = spec.namespace_selector
+    selected = None
     if selector is not None and (selector.match_labels or selector.match_expressions):
-        out["namespaces"] = [ns for ns, labels in namespaces.items() if pool_selects(pool, labels)]
-    return out
+        selected = tuple(ns for ns, labels in namespaces.items() if pool_selects(pool, labels))
+    return model.Pool(
+        name=pool.metadata["name"],
+        cohort=spec.cohort,
+        namespaces=selected,
+        queueing_strategy=spec.queueing_strategy,
+        preemption=spec.preemption,
+        quotas=tuple(spec.quotas or ()),
+    )
 
 
-def cohort_document(cohort: Cohort) -> dict[str, Any]:
-    """`cohort` as a scenario's cohort."""
-    out: dict[str, Any] = {"name": cohort.metadata["name"], "quotas": _quotas(cohort.spec.quotas)}
-    if cohort.spec.parent is not None:
-        out["parent"] = cohort.spec.parent
-    return out
+def cohort_of(cohort: Cohort) -> model.Cohort:
+    """`cohort` as the engine's cohort."""
+    return model.Cohort(
+        name=cohort.metadata["name"],
+        parent=cohort.spec.parent,
+        quotas=tuple(cohort.spec.quotas or ()),
+    )

@@ -1,8 +1,9 @@
 """The admission scenario a set of CRs describes, and its decisions as `asya-operator plan` prints.
 
-Pure: typed CRs in, a `asya.admission` Scenario out (in the very format `asya admission
-simulate` reads, then loaded by the engine's own loader), and the engine's result out as the
-commented YAML `plan` appends. The what-if is "every queue asks for its max":
+Pure: typed CRs in, a `asya.admission` Scenario out (built from the CRs' own quota types and
+checked as a scenario file is: `asya.admission.model.build_scenario`), and the engine's result
+out as the commented YAML `plan` appends, in the shape `asya admission simulate` prints.
+The what-if is "every queue asks for its max":
 - each AsyncActor with a `pool` is an elastic workload: one pod set of `scaling.maxReplicas`
   pods, admitted with fewer if that is what fits, but at least max(1, minReplicas);
 - each ActorGroup instance (`scaling.maxReplicas` of them for a group that scales, else
@@ -23,19 +24,21 @@ from typing import Any, Final
 
 import yaml
 
-from asya.admission.model import Scenario, load_scenario
-from asya.admission.scheduler import SimulationResult
+from asya.admission import model
+from asya.admission.quantity import Milli
+from asya.admission.scheduler import SimulationResult, result_as_dict
 from asya.errors import AdmissionError
 from asya_operator.api.group import GroupMember, desired_instances, known_instances
 from asya_operator.api.group import held as held_quota
 from asya_operator.api.metadata import actor_name
+from asya_operator.api.template import ActorResources
 from asya_operator.plans.files import CrError, Crs
 from asya_operator.plans.quota import (
     ACTOR_POD_SET,
-    cohort_document,
+    cohort_of,
     namespace_labels,
-    pool_document,
-    requests_document,
+    pool_of,
+    requests_of,
     workload_name,
 )
 
@@ -66,33 +69,33 @@ class WorkloadOrigin:
 class Snapshot:
     """The scenario, and which CR each of its workloads stands for."""
 
-    scenario: Scenario
+    scenario: model.Scenario
     origins: dict[str, WorkloadOrigin]
 
 
 def snapshot_of(crs: Crs) -> Snapshot:
-    """The admission scenario `crs` describe, checked by the engine's own loader.
+    """The admission scenario `crs` describe, checked as the engine checks a scenario file.
 
     Raises:
         CrError: the engine refuses the scenario (a cohort loop, an admitted flavor the pool
-            lacks, ...); the message is the engine's.
+            lacks, requests that are not quantities, ...); the message is the engine's.
     """
     origins: dict[str, WorkloadOrigin] = {}
-    workloads = _actor_workloads(crs, origins) + _group_workloads(crs, origins)
-    workloads.sort(key=lambda w: w["created"])
-    namespaces = _namespace_labels(crs, origins.values())
-    document = {
-        "cohorts": [cohort_document(c) for c in crs.cohorts.values()],
-        "pools": [pool_document(p, namespaces) for p in crs.pools.values()],
-        "workloads": workloads,
-    }
     try:
-        return Snapshot(load_scenario(document), origins)
+        workloads = _actor_workloads(crs, origins) + _group_workloads(crs, origins)
+        workloads.sort(key=lambda w: w.created)
+        namespaces = _namespace_labels(crs, origins.values())
+        scenario = model.build_scenario(
+            cohorts=[cohort_of(c) for c in crs.cohorts.values()],
+            pools=[pool_of(p, namespaces) for p in crs.pools.values()],
+            workloads=workloads,
+        )
     except AdmissionError as exc:
         raise CrError(f"the admission scenario of these files: {exc}") from exc
+    return Snapshot(scenario, origins)
 
 
-def _actor_workloads(crs: Crs, origins: dict[str, WorkloadOrigin]) -> list[dict[str, Any]]:
+def _actor_workloads(crs: Crs, origins: dict[str, WorkloadOrigin]) -> list[model.Workload]:
     workloads = []
     for namespace, actor in crs.actors:
         spec = actor.spec
@@ -100,21 +103,23 @@ def _actor_workloads(crs: Crs, origins: dict[str, WorkloadOrigin]) -> list[dict[
             continue  # not gated by admission
         name = workload_name(namespace, actor_name(actor))
         origins[name] = WorkloadOrigin("AsyncActor", namespace, actor_name(actor))
-        pod_set = {
-            "name": ACTOR_POD_SET,
-            "count": spec.scaling.max_replicas,
+        pod_set = model.PodSet(
+            name=ACTOR_POD_SET,
+            count=spec.scaling.max_replicas,
             # Elastic: KEDA keeps minReplicas running, and one replica is worth admitting.
-            "minCount": max(1, spec.scaling.min_replicas),
-            "requests": requests_document(spec.resources),
-        }
-        if spec.flavor is not None:  # its Deployment is placed by that flavor alone
-            pod_set["flavors"] = [spec.flavor]
+            min_count=max(1, spec.scaling.min_replicas),
+            requests=_requests(name, spec.resources),
+            # Its Deployment is placed by the flavor it names alone.
+            flavors=None if spec.flavor is None else (spec.flavor,),
+        )
         created = crs.ages["AsyncActor", namespace, actor_name(actor)]
-        workloads.append(_workload(name, spec.pool, namespace, spec.priority, created, [pod_set]))
+        workloads.append(
+            _workload(name, spec.pool, namespace, spec.priority, created, (pod_set,), None)
+        )
     return workloads
 
 
-def _group_workloads(crs: Crs, origins: dict[str, WorkloadOrigin]) -> list[dict[str, Any]]:
+def _group_workloads(crs: Crs, origins: dict[str, WorkloadOrigin]) -> list[model.Workload]:
     workloads = []
     for namespace, group in crs.groups:
         spec, group_name = group.spec, group.metadata["name"]
@@ -128,28 +133,34 @@ def _group_workloads(crs: Crs, origins: dict[str, WorkloadOrigin]) -> list[dict[
         for instance in sorted(set(range(asked)) | set(held)):
             name = workload_name(namespace, group_name, instance)
             origins[name] = WorkloadOrigin("ActorGroup", namespace, group_name, instance)
-            pod_sets = [_member_pod_set(m) for m in spec.members]
-            workload = _workload(name, spec.pool, namespace, spec.priority, created, pod_sets)
+            pod_sets = tuple(_member_pod_set(name, m) for m in spec.members)
+            admitted = None
             if instance in held:
-                workload["admitted"] = [
-                    {"podSet": member, "flavor": flavor, "count": count}
+                admitted = tuple(
+                    model.PodSetAssignment(pod_set=member, flavor=str(flavor), count=count)
                     for member, (flavor, count) in held[instance].items()
-                ]
-            workloads.append(workload)
+                )
+            workloads.append(
+                _workload(name, spec.pool, namespace, spec.priority, created, pod_sets, admitted)
+            )
     return workloads
 
 
-def _member_pod_set(member: GroupMember) -> dict[str, Any]:
-    pod_set: dict[str, Any] = {
-        "name": member.name,
-        "count": member.replicas,
-        "requests": requests_document(member.template.resources),
-    }
-    if member.min_replicas is not None:
-        pod_set["minCount"] = member.min_replicas
-    if member.template.flavor is not None:
-        pod_set["flavors"] = [member.template.flavor]
-    return pod_set
+def _member_pod_set(workload: str, member: GroupMember) -> model.PodSet:
+    return model.PodSet(
+        name=member.name,
+        count=member.replicas,
+        min_count=member.min_replicas,
+        requests=_requests(f"{workload} member {member.name}", member.template.resources),
+        flavors=None if member.template.flavor is None else (member.template.flavor,),
+    )
+
+
+def _requests(what: str, resources: ActorResources) -> dict[str, Milli]:
+    try:
+        return requests_of(resources)
+    except AdmissionError as exc:
+        raise AdmissionError(f"workload '{what}' requests: {exc}") from exc
 
 
 def _workload(
@@ -158,16 +169,18 @@ def _workload(
     namespace: str,
     priority: int,
     created: int,
-    pod_sets: list[dict[str, Any]],
-) -> dict[str, Any]:
-    return {
-        "name": name,
-        "pool": pool,
-        "namespace": namespace,
-        "priority": priority,
-        "created": created,
-        "podSets": pod_sets,
-    }
+    pod_sets: tuple[model.PodSet, ...],
+    admitted: tuple[model.PodSetAssignment, ...] | None,
+) -> model.Workload:
+    return model.Workload(
+        name=name,
+        pool=pool,
+        namespace=namespace,
+        priority=priority,
+        created=created,
+        pod_sets=pod_sets,
+        admitted=admitted,
+    )
 
 
 def _namespace_labels(crs: Crs, origins: Iterable[WorkloadOrigin]) -> dict[str, dict[str, str]]:
@@ -176,33 +189,24 @@ def _namespace_labels(crs: Crs, origins: Iterable[WorkloadOrigin]) -> dict[str, 
 
 
 def decisions(snapshot: Snapshot, result: SimulationResult) -> dict[str, Any]:
-    """The engine's result in `asya admission simulate`'s shape, each workload with its kind
-    (and pool). A pod set whose CR names a flavor is kept to it, as on the cluster."""
+    """The engine's result in `asya admission simulate`'s shape (accelerator fallbacks
+    included), each workload with its kind (and pool). A pod set whose CR names a flavor is
+    kept to it, as on the cluster."""
     kinds = {name: origin.kind for name, origin in snapshot.origins.items()}
     pools = {w.name: w.pool for w in snapshot.scenario.workloads}
-    admitted = []
-    for a in result.admitted:
-        pod_sets = [{"name": n, "flavor": f, "count": c} for n, f, c in a.pod_sets]
-        entry: dict[str, Any] = {"workload": a.workload, "kind": kinds[a.workload], "pool": a.pool}
-        entry |= {"borrowing": a.borrowing, "podSets": pod_sets}
-        admitted.append(entry)
+    simulated: dict[str, Any] = result_as_dict(result)
+    admitted = [
+        {"workload": a["workload"], "kind": kinds[a["workload"]]} | a for a in simulated["admitted"]
+    ]
     preempted = [
-        {"workload": p.workload, "kind": kinds[p.workload], "preemptor": p.preemptor}
-        | {"reason": p.reason}
-        for p in result.preempted
+        {"workload": p["workload"], "kind": kinds[p["workload"]]} | p
+        for p in simulated["preempted"]
     ]
     pending = [
-        {"workload": p.workload, "kind": kinds[p.workload], "pool": pools[p.workload]}
-        | {"reason": p.reason.value, "message": p.message}
-        for p in result.pending
+        {"workload": p["workload"], "kind": kinds[p["workload"]], "pool": pools[p["workload"]]} | p
+        for p in simulated["pending"]
     ]
-    return {
-        "admitted": admitted,
-        "preempted": preempted,
-        "pending": pending,
-        "cycles": result.cycles,
-        "quiescent": result.quiescent,
-    }
+    return simulated | {"admitted": admitted, "preempted": preempted, "pending": pending}
 
 
 class _OneLine(dict[str, Any]):

@@ -89,6 +89,9 @@ class ActorAdmission:
     preempted_by: str | None
     """The workload that took quota from this one in this pass, if any (`namespace/name` for
     an actor, `namespace/name[i]` for a gang instance)."""
+    accelerator_fallback: str | None = None
+    """Why replicas that ask for no accelerator hold quota in a flavor that offers them (the
+    engine's `AcceleratorFallback` message: "on h100: ..."); None when they do not."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +106,9 @@ class InstanceAdmission:
     """Why it waits, in words; None when admitted."""
     preempted_by: str | None = None
     """The workload that took its quota in this pass, if any."""
+    accelerator_fallback: str | None = None
+    """Why members that ask for no accelerator hold quota in a flavor that offers them, each
+    as "member: on h100: ..." (joined by "; "); None when none does."""
 
 
 @dataclasses.dataclass(frozen=True)

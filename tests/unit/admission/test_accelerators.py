@@ -144,6 +144,13 @@ def test_when_neither_kind_has_room_it_preempts_on_the_flavor_without_accelerato
             "on h100: pool p has no flavor without accelerators covering cpu, memory",
             id="the-one-without-accelerators-lacks-memory",
         ),
+        pytest.param(
+            {"h100": GPU_FIRST["h100"]},
+            workload("idle", "p") | {"name": "web"},
+            AcceleratorFallbackCause.NOT_COVERED,
+            "on h100: pool p has no flavor without accelerators",
+            id="requesting-nothing-in-a-pool-of-accelerators",
+        ),
     ],
 )
 def test_the_fallback_says_why_no_flavor_without_accelerators_could_serve(

@@ -111,13 +111,13 @@ def preemption_scenarios(draw):
             reclaim=p.preemption.reclaim_within_cohort.value,
             borrow_policy=p.preemption.borrow_within_cohort.policy.value,
             threshold=p.preemption.borrow_within_cohort.max_priority_threshold,
-            default={"cpu": {"nominal": p.quotas[0].resources["cpu"].nominal // 1000}},
+            default={"cpu": {"nominal": p.quotas[0].quota("cpu").nominal}},
         )
         for p in scenario.pools
     ]
     held = []
     for p in scenario.pools:
-        room = p.quotas[0].resources["cpu"].nominal // 1000
+        room = p.quotas[0].quota("cpu").nominal  # as the file wrote it: a whole number of CPUs
         while room > 0 and draw(st.booleans()):
             cpu = draw(st.integers(1, room))
             room -= cpu
