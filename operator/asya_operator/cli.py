@@ -98,7 +98,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"asya-operator run: {exc}", file=sys.stderr)
         return 2
     configure_logging(process, verbose=args.verbose)
-    registry = build(config).registry
+    registry = build(config, namespace=args.namespace).registry
     # A registry of its own gets none of kopf's default login handlers: the client's config.
     kopf.on.login(registry=registry)(kopf.login_via_client)
     namespaces = [args.namespace] if args.namespace else []

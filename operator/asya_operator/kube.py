@@ -160,7 +160,14 @@ class AdmissionWorld:
 
 
 class Kube:
-    """The cluster, as the operator reads and writes it (see the module docstring)."""
+    """The cluster, as the operator reads and writes it (see the module docstring).
+
+    `namespace` is the one namespace the operator watches (None: every namespace): admission
+    then decides over that namespace's actors and groups only, as a namespaced operator may
+    neither read nor write another's (its pools are to be its own; docs/kubernetes.md)."""
+
+    def __init__(self, namespace: str | None = None) -> None:
+        self._namespace = namespace
 
     async def connect(self) -> None:
         """Point the official client at the cluster: in a pod its service account, else the
@@ -204,7 +211,7 @@ class Kube:
     async def admission_world(self) -> AdmissionWorld:
         """Every ResourcePool and Cohort, every AsyncActor with a pool and every ActorGroup
         (with its StatefulSets), cluster-wide."""
-        return await self._call(_read_admission_world)
+        return await self._call(_read_admission_world, self._namespace)
 
     async def apply(self, bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """Create or update each of `bodies` (Deployments, StatefulSets, Services, KEDA
@@ -344,11 +351,13 @@ def _read_world(api: ApiClient, owner: AsyncActor | ActorGroup, namespace: str) 
     )
 
 
-def _read_admission_world(api: ApiClient) -> AdmissionWorld:
+def _read_admission_world(api: ApiClient, namespace: str | None) -> AdmissionWorld:
     def live(kind: str) -> list[dict[str, Any]]:
-        return [i for i in _list(api, KINDS[kind]) if not _is_leaving(i)]
+        scope = namespace if KINDS[kind].namespaced else None
+        return [i for i in _list(api, KINDS[kind], scope) if not _is_leaving(i)]
 
-    all_actors, all_groups = _list(api, KINDS["AsyncActor"]), _list(api, KINDS["ActorGroup"])
+    all_actors = _list(api, KINDS["AsyncActor"], namespace)
+    all_groups = _list(api, KINDS["ActorGroup"], namespace)
     pooled = [item for item in all_actors if _has_pool(item) and not _is_leaving(item)]
     actors = [(str(a.metadata["namespace"]), a) for a in decodable(pooled, AsyncActor)]
     live_groups = [item for item in all_groups if not _is_leaving(item)]
