@@ -8,15 +8,22 @@ applied in Python, read from the same generated schema as the CRDs (`schema`): o
 the rules, which the tests (`cr_validation`) check the CRDs with too. `self` is bound to the
 object at the rule's path, typed as the schema types it (a `number` is a CEL double even when
 written `2`), after the schema's defaults are filled in, as the API server does.
+
+Two ways in. `decode` takes an object the cluster stored. `decode_submitted` takes one as a
+client submits it (`asya-operator plan`'s files, which `kubectl apply` would send), and first
+does what the API server does to a request before it stores anything: a field the schema does
+not know is refused, as kubectl's default strict field validation (1.27 and later) asks the
+server to do, and a `null` the schema does not allow is dropped, so the field is defaulted.
 """
 
 from __future__ import annotations
 
 import copy
+import difflib
 import functools
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import celpy
 import msgspec
@@ -33,32 +40,146 @@ _log = logging.getLogger(__name__)
 
 
 class StoredSpecError(ActorDefinitionError):
-    """A stored custom resource does not fit the operator's model; the message names the field
-    (`$.spec.scaling.maxReplicas`) and what it expected."""
+    """A custom resource (stored, or as submitted) does not fit the operator's model; the
+    message names the object, the field (`$.spec.scaling.maxReplicas`) and what to fix."""
+
+
+# ObjectMeta's fields a client may send: the API server decodes `metadata` itself, strictly,
+# whatever the CRD's schema says of it (the schema may only describe name and generateName).
+_OBJECT_META_FIELDS: Final = (
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+)
 
 
 def decode(body: Mapping[str, Any], type_: type[T]) -> T:
     """`body` (a stored object) as `type_`.
 
+    Fields the model does not know are passed over, not refused: the API server prunes unknown
+    fields before it stores an object of a structural CRD, so a stored object has none, unless
+    its CRD is newer than this operator (an upgrade that added a field), which must not stop
+    the operator from taking the object.
+
     Raises:
         StoredSpecError: it does not fit; the message names the field and how to fix it.
     """
+    return _decode(body, type_, then="apply it again")
+
+
+def decode_submitted(body: Mapping[str, Any], type_: type[T]) -> T:
+    """`body`, as a client would submit it to the API server, as `type_`: refused where the
+    server would refuse it (a field its CRD does not know, then as `decode`), its nulls
+    dropped where the server drops them.
+
+    Raises:
+        StoredSpecError: the API server would refuse it; the message names the field and the fix.
+    """
+    schema = _schema_of(type_) if issubclass(type_, msgspec.Struct) else {}
+    unknown = unknown_fields(body, schema, root=True)
+    if unknown:
+        listed = "; ".join(unknown)
+        it = "it" if len(unknown) == 1 else "them"
+        raise StoredSpecError(
+            f"{_what(body, type_)} has {'a field' if len(unknown) == 1 else 'fields'} its CRD"
+            f" does not know: {listed}; the API server refuses unknown fields (kubectl apply's"
+            f" strict field validation): correct or remove {it}",
+            actor=body.get("metadata", {}).get("name"),
+        )
+    return _decode(without_nulls(body, schema), type_, then="try again")
+
+
+def _what(body: Mapping[str, Any], type_: type[Any]) -> str:
+    return f"{body.get('kind', type_.__name__)} {body.get('metadata', {}).get('name')}"
+
+
+def _decode(body: Mapping[str, Any], type_: type[T], *, then: str) -> T:
     name = body.get("metadata", {}).get("name")
-    what = f"{body.get('kind', type_.__name__)} {name}"
+    what = _what(body, type_)
     try:
         decoded = typeinfo.convert(dict(body), type_)
     except msgspec.ValidationError as exc:
         raise StoredSpecError(
-            f"{what} cannot be used: {exc}; fix the field named and apply it again", actor=name
+            f"{what} cannot be used: {exc}; fix the field named and {then}", actor=name
         ) from exc
     # The decode checks each field's own limits; the CRD's rules across fields are checked here.
     broken = broken_rules(dict(body), type(decoded)) if isinstance(decoded, msgspec.Struct) else []
     if broken:
         raise StoredSpecError(
-            f"{what} breaks its CRD's rules: {'; '.join(broken)}; fix it and apply it again",
+            f"{what} breaks its CRD's rules: {'; '.join(broken)}; fix it and {then}",
             actor=name,
         )
     return decoded
+
+
+def unknown_fields(
+    obj: Any, schema: dict[str, Any], path: str = "", *, root: bool = False
+) -> list[str]:
+    """Each field of `obj` that `schema` does not know (the API server would prune it, or refuse
+    it under strict field validation), as its path, with the closest known name when there is
+    one. Free-form objects (`x-kubernetes-preserve-unknown-fields`) know every field."""
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        return []
+    found = []
+    if isinstance(obj, dict) and "properties" in schema:
+        known = schema["properties"]
+        for name, value in obj.items():
+            where = f"{path}.{name}".lstrip(".")
+            if name not in known:
+                found.append(where + _closest(name, known, path))
+            elif root and name == "metadata" and isinstance(value, dict):
+                found += [
+                    f"{where}.{key}" + _closest(key, _OBJECT_META_FIELDS, where)
+                    for key in value
+                    if key not in _OBJECT_META_FIELDS
+                ]
+            else:
+                found += unknown_fields(value, known[name], where)
+    elif isinstance(obj, dict) and isinstance(schema.get("additionalProperties"), dict):
+        for name, value in obj.items():
+            found += unknown_fields(value, schema["additionalProperties"], f"{path}.{name}")
+    elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
+        for index, item in enumerate(obj):
+            found += unknown_fields(item, schema["items"], f"{path}[{index}]")
+    return found
+
+
+def _closest(name: str, known: Iterable[str], path: str) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {f'{path}.{close[0]}'.lstrip('.')}?)" if close else ""
+
+
+def without_nulls(obj: Any, schema: dict[str, Any]) -> Any:
+    """`obj` without the nulls the API server drops before defaulting: a field whose schema
+    does not say `nullable` is taken as absent when null (then defaulted), as in
+    apiextensions' PruneNonNullableNullsWithoutDefaults; fields of a free-form object keep
+    theirs (they have no schema)."""
+    if isinstance(obj, dict):
+        properties = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        kept = {}
+        for name, value in obj.items():
+            sub = properties.get(name, extra if isinstance(extra, dict) else None)
+            if sub is None:
+                kept[name] = value
+            elif value is not None or sub.get("nullable"):
+                kept[name] = without_nulls(value, sub)
+        return kept
+    if isinstance(obj, list) and isinstance(schema.get("items"), dict):
+        return [without_nulls(item, schema["items"]) for item in obj]
+    return obj
 
 
 def decodable(bodies: Iterable[Mapping[str, Any]], type_: type[T]) -> list[T]:
