@@ -20,6 +20,20 @@ spec:
   handler: app.text:score
 """
 
+MEMBER = "    - {name: worker, replicas: 1, template: {image: img, handler: 'ml.ddp:worker'}}\n"
+GROUP = (
+    """\
+apiVersion: asya.sh/v1alpha1
+kind: ActorGroup
+metadata:
+  name: ddp
+spec:
+  members:
+"""
+    + MEMBER
+    + MEMBER
+)
+
 
 def plan_file(capsys, tmp_path, text):
     path = tmp_path / "crs.yaml"
@@ -73,6 +87,18 @@ def plan_file(capsys, tmp_path, text):
             ACTOR.replace("kind: AsyncActor\n", "kind: AsyncActor\nspecs: {}\n"),
             ["AsyncActor score", "specs (did you mean spec?)"],
         ),
+        (
+            ACTOR + "  env:\n    - {name: MODEL, value: a}\n    - {name: MODEL, value: b}\n",
+            [
+                "AsyncActor score",
+                "spec.env[1]: name 'MODEL' is already in spec.env",
+                "keyed by name",
+            ],
+        ),
+        (
+            GROUP,
+            ["ActorGroup ddp", "spec.members[1]: name 'worker' is already in spec.members"],
+        ),
     ],
     ids=[
         "min-above-max",
@@ -82,6 +108,8 @@ def plan_file(capsys, tmp_path, text):
         "unknown-metadata-field",
         "unknown-field-in-a-list-item",
         "unknown-top-level-field",
+        "an-env-variable-twice",
+        "a-group-member-twice",
     ],
 )
 def test_a_cr_the_api_server_would_refuse_exits_2_naming_the_object_the_field_and_the_fix(

@@ -81,8 +81,8 @@ def decode(body: Mapping[str, Any], type_: type[T]) -> T:
 
 def decode_submitted(body: Mapping[str, Any], type_: type[T]) -> T:
     """`body`, as a client would submit it to the API server, as `type_`: refused where the
-    server would refuse it (a field its CRD does not know, then as `decode`), its nulls
-    dropped where the server drops them.
+    server would refuse it (a field its CRD does not know, a keyed list's entry repeated, then
+    as `decode`), its nulls dropped where the server drops them.
 
     Raises:
         StoredSpecError: the API server would refuse it; the message names the field and the fix.
@@ -98,7 +98,14 @@ def decode_submitted(body: Mapping[str, Any], type_: type[T]) -> T:
             f" strict field validation): correct or remove {it}",
             actor=body.get("metadata", {}).get("name"),
         )
-    return _decode(without_nulls(body, schema), type_, then="try again")
+    body = without_nulls(body, schema)
+    duplicates = duplicate_keys(body, schema)
+    if duplicates:
+        raise StoredSpecError(
+            f"{_what(body, type_)} repeats a list entry's key: {'; '.join(duplicates)}",
+            actor=body.get("metadata", {}).get("name"),
+        )
+    return _decode(body, type_, then="try again")
 
 
 def _what(body: Mapping[str, Any], type_: type[Any]) -> str:
@@ -159,6 +166,35 @@ def unknown_fields(
 def _closest(name: str, known: Iterable[str], path: str) -> str:
     close = difflib.get_close_matches(name, list(known), n=1)
     return f" (did you mean {f'{path}.{close[0]}'.lstrip('.')}?)" if close else ""
+
+
+def duplicate_keys(obj: Any, schema: dict[str, Any], path: str = "") -> list[str]:
+    """Each entry of a keyed list (`x-kubernetes-list-type: map`) whose key an entry before it
+    has, as the API server refuses it ("Duplicate value"), each with its path and the fix."""
+    found = []
+    if isinstance(obj, list) and isinstance(schema.get("items"), dict):
+        keyed = schema.get("x-kubernetes-list-type") == "map"
+        names = schema.get("x-kubernetes-list-map-keys", [])
+        seen: set[tuple[str, ...]] = set()
+        for index, item in enumerate(obj):
+            where = f"{path}[{index}]"
+            if keyed and isinstance(item, dict):
+                key = tuple(repr(item.get(name)) for name in names)
+                if key in seen:
+                    given = ", ".join(f"{name} {item.get(name)!r}" for name in names)
+                    found.append(
+                        f"{where}: {given} is already in {path}, whose entries are keyed by"
+                        f" {' and '.join(names)}: merge the two or give this one another"
+                    )
+                seen.add(key)
+            found += duplicate_keys(item, schema["items"], where)
+    elif isinstance(obj, dict):
+        extra = schema.get("additionalProperties")
+        for name, value in obj.items():
+            sub = schema.get("properties", {}).get(name, extra if isinstance(extra, dict) else None)
+            if sub is not None:
+                found += duplicate_keys(value, sub, f"{path}.{name}".lstrip("."))
+    return found
 
 
 def without_nulls(obj: Any, schema: dict[str, Any]) -> Any:
