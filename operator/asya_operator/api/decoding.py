@@ -88,7 +88,7 @@ def decode_submitted(body: Mapping[str, Any], type_: type[T]) -> T:
         StoredSpecError: the API server would refuse it; the message names the field and the fix.
     """
     schema = _schema_of(type_) if issubclass(type_, msgspec.Struct) else {}
-    unknown = unknown_fields(body, schema, root=True)
+    unknown = unknown_fields(body, schema) + _unknown_metadata(body)
     if unknown:
         listed = "; ".join(unknown)
         it = "it" if len(unknown) == 1 else "them"
@@ -131,9 +131,7 @@ def _decode(body: Mapping[str, Any], type_: type[T], *, then: str) -> T:
     return decoded
 
 
-def unknown_fields(
-    obj: Any, schema: dict[str, Any], path: str = "", *, root: bool = False
-) -> list[str]:
+def unknown_fields(obj: Any, schema: dict[str, Any], path: str = "") -> list[str]:
     """Each field of `obj` that `schema` does not know (the API server would prune it, or refuse
     it under strict field validation), as its path, with the closest known name when there is
     one. Free-form objects (`x-kubernetes-preserve-unknown-fields`) know every field."""
@@ -146,12 +144,6 @@ def unknown_fields(
             where = f"{path}.{name}".lstrip(".")
             if name not in known:
                 found.append(where + _closest(name, known, path))
-            elif root and name == "metadata" and isinstance(value, dict):
-                found += [
-                    f"{where}.{key}" + _closest(key, _OBJECT_META_FIELDS, where)
-                    for key in value
-                    if key not in _OBJECT_META_FIELDS
-                ]
             else:
                 found += unknown_fields(value, known[name], where)
     elif isinstance(obj, dict) and isinstance(schema.get("additionalProperties"), dict):
@@ -161,6 +153,17 @@ def unknown_fields(
         for index, item in enumerate(obj):
             found += unknown_fields(item, schema["items"], f"{path}[{index}]")
     return found
+
+
+def _unknown_metadata(body: Mapping[str, Any]) -> list[str]:
+    metadata = body.get("metadata")
+    if not isinstance(metadata, dict):
+        return []
+    return [
+        f"metadata.{key}" + _closest(key, _OBJECT_META_FIELDS, "metadata")
+        for key in metadata
+        if key not in _OBJECT_META_FIELDS
+    ]
 
 
 def _closest(name: str, known: Iterable[str], path: str) -> str:
