@@ -34,6 +34,14 @@ spec:
     + MEMBER
 )
 
+POOL = """\
+apiVersion: asya.sh/v1alpha1
+kind: ResourcePool
+metadata:
+  name: {name}
+spec: {{}}
+"""
+
 
 def plan_file(capsys, tmp_path, text):
     path = tmp_path / "crs.yaml"
@@ -99,6 +107,14 @@ def plan_file(capsys, tmp_path, text):
             GROUP,
             ["ActorGroup ddp", "spec.members[1]: name 'worker' is already in spec.members"],
         ),
+        (
+            POOL.format(name="Team_A"),
+            ["ResourcePool Team_A", "metadata.name 'Team_A' is not a Kubernetes object name"],
+        ),
+        (
+            ACTOR.replace("  name: score\n", "  name: score\n  namespace: Team_A\n"),
+            ["AsyncActor score", "metadata.namespace 'Team_A' is not a namespace name"],
+        ),
     ],
     ids=[
         "min-above-max",
@@ -110,6 +126,8 @@ def plan_file(capsys, tmp_path, text):
         "unknown-top-level-field",
         "an-env-variable-twice",
         "a-group-member-twice",
+        "an-object-name-with-capitals",
+        "a-namespace-name-with-capitals",
     ],
 )
 def test_a_cr_the_api_server_would_refuse_exits_2_naming_the_object_the_field_and_the_fix(

@@ -22,6 +22,7 @@ import copy
 import difflib
 import functools
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, TypeVar
 
@@ -33,6 +34,7 @@ from celpy.adapter import json_to_cel
 from asya import typeinfo
 from asya.errors import ActorDefinitionError
 from asya_operator.api.schema import structural_schema
+from asya_operator.api.template import DNS_SUBDOMAIN_PATTERN
 
 T = TypeVar("T")
 
@@ -43,6 +45,10 @@ class StoredSpecError(ActorDefinitionError):
     """A custom resource (stored, or as submitted) does not fit the operator's model; the
     message names the object, the field (`$.spec.scaling.maxReplicas`) and what to fix."""
 
+
+_OBJECT_NAME_MAX_LENGTH: Final = 253
+_DNS_LABEL: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_NAMESPACE_MAX_LENGTH: Final = 63
 
 # ObjectMeta's fields a client may send: the API server decodes `metadata` itself, strictly,
 # whatever the CRD's schema says of it (the schema may only describe name and generateName).
@@ -105,7 +111,15 @@ def decode_submitted(body: Mapping[str, Any], type_: type[T]) -> T:
             f"{_what(body, type_)} repeats a list entry's key: {'; '.join(duplicates)}",
             actor=body.get("metadata", {}).get("name"),
         )
-    return _decode(body, type_, then="try again")
+    decoded = _decode(body, type_, then="try again")
+    # After the CRD's rules, whose messages on a name (an actor's, a group's) say more.
+    names = _metadata_name_problems(body)
+    if names:
+        raise StoredSpecError(
+            f"{_what(body, type_)} cannot be named so: {'; '.join(names)}",
+            actor=body.get("metadata", {}).get("name"),
+        )
+    return decoded
 
 
 def _what(body: Mapping[str, Any], type_: type[Any]) -> str:
@@ -164,6 +178,33 @@ def _unknown_metadata(body: Mapping[str, Any]) -> list[str]:
         for key in metadata
         if key not in _OBJECT_META_FIELDS
     ]
+
+
+def _metadata_name_problems(body: Mapping[str, Any]) -> list[str]:
+    # The API server's own check, whatever the CRD: a custom resource's name is a DNS-1123
+    # subdomain. (Its namespace, for a namespaced kind, is `namespace_problem`'s.)
+    name = body.get("metadata", {}).get("name")
+    if isinstance(name, str) and (
+        len(name) > _OBJECT_NAME_MAX_LENGTH or not re.fullmatch(DNS_SUBDOMAIN_PATTERN, name)
+    ):
+        return [
+            f"metadata.name {name!r} is not a Kubernetes object name: lowercase letters, digits,"
+            f" '-' and '.', at most {_OBJECT_NAME_MAX_LENGTH}, starting and ending with a letter"
+            " or digit; rename it"
+        ]
+    return []
+
+
+def namespace_problem(namespace: str) -> str | None:
+    """What is wrong with `namespace` as a namespaced object's `metadata.namespace` (None:
+    nothing): the API server takes a DNS-1123 label. A cluster-scoped object's namespace is
+    cleared by the server, not checked."""
+    if len(namespace) <= _NAMESPACE_MAX_LENGTH and re.fullmatch(_DNS_LABEL, namespace):
+        return None
+    return (
+        f"metadata.namespace {namespace!r} is not a namespace name: lowercase letters, digits"
+        f" and '-', at most {_NAMESPACE_MAX_LENGTH}, starting and ending with a letter or digit"
+    )
 
 
 def _closest(name: str, known: Iterable[str], path: str) -> str:

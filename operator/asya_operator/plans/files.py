@@ -23,7 +23,7 @@ from typing import Any
 from asya.errors import AsyaError
 from asya.routing import END_ACTORS
 from asya_operator.api.actor import AsyncActor
-from asya_operator.api.decoding import StoredSpecError, decode_submitted
+from asya_operator.api.decoding import StoredSpecError, decode_submitted, namespace_problem
 from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.group import ActorGroup
 from asya_operator.api.metadata import actor_name, actor_namespace
@@ -102,6 +102,14 @@ def _check_actor_name(source: str, name: str) -> None:
         )
 
 
+def _check_namespace(source: str, what: str, metadata: dict[str, Any]) -> None:
+    # The namespace the CR names (the --namespace option's is the caller's to check).
+    namespace = metadata.get("namespace")
+    problem = namespace_problem(namespace) if isinstance(namespace, str) else None
+    if problem is not None:
+        raise CrError(f"{source}: {what}: {problem}; name an existing namespace")
+
+
 def _namespace_labels(body: Any) -> tuple[str, dict[str, str]] | None:
     # A Namespace in the files says which labels a pool's namespaceSelector sees on it.
     if not isinstance(body, dict) or (body.get("apiVersion"), body.get("kind")) != (
@@ -135,11 +143,13 @@ class _Reader:
             self.crs.cohorts[self._once(doc, "Cohort", "", cr.metadata["name"])] = cr
         elif isinstance(cr, ActorGroup):
             namespace = self._namespace(cr.metadata)
+            _check_namespace(doc.source, f"ActorGroup {cr.metadata['name']}", cr.metadata)
             self._once(doc, "ActorGroup", namespace, cr.metadata["name"])
             self.crs.groups.append((namespace, cr))
         elif isinstance(cr, AsyncActor):
             name, namespace = actor_name(cr), actor_namespace(cr, self.default_namespace)
             _check_actor_name(doc.source, name)
+            _check_namespace(doc.source, f"AsyncActor {name}", cr.metadata)
             self._once(doc, "AsyncActor", namespace, name)
             self.crs.actors.append((namespace, cr))
 
