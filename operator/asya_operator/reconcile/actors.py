@@ -29,7 +29,6 @@ change (`settle`), and its objects and status are written between passes (`betwe
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -60,8 +59,6 @@ from asya_operator.plans.scaling import running_replicas
 from asya_operator.plans.statuses import StatusPatch
 from asya_operator.queues import declare_actor_queues, release_queues
 
-_log = logging.getLogger(__name__)
-
 DEGRADED: Final = "Degraded"
 """How a handler error that leaves the actor Degraded starts (metrics count these apart)."""
 
@@ -82,7 +79,7 @@ class ActorReconciler:
         self._settle = settle
         self._between_passes = between_passes
 
-    async def reconcile(self, body: Mapping[str, Any], namespace: str, logger: Any) -> None:
+    async def reconcile(self, body: Mapping[str, Any], namespace: str, logger: kopf.Logger) -> None:
         """Apply an AsyncActor's objects and declare its queues, or report what it lacks.
 
         Raises:
@@ -99,7 +96,7 @@ class ActorReconciler:
                 raise kopf.PermanentError(f"{DEGRADED}, nothing applied: {exc}") from exc
             await self._apply(actor, namespace, logger)
 
-    async def _apply(self, actor: AsyncActor, namespace: str, logger: Any) -> None:
+    async def _apply(self, actor: AsyncActor, namespace: str, logger: kopf.Logger) -> None:
         recheck_s = self._config.recheck_s
         if actor.spec.pool is not None:
             # The pass writes this actor's admitted replicas; plan from what it wrote.
@@ -172,7 +169,7 @@ class ActorReconciler:
         await self._report_seen(namespace, name, world.deployment_status, problems)
 
     async def release(
-        self, body: Mapping[str, Any], namespace: str, retry: int, logger: Any
+        self, body: Mapping[str, Any], namespace: str, retry: int, logger: kopf.Logger
     ) -> None:
         """Drop the actor from the end actors' owners and delete its queues (unless
         `keepQueues`).
@@ -209,7 +206,7 @@ class ActorReconciler:
         body: Mapping[str, Any],
         namespace: str,
         retry: int,
-        logger: Any,
+        logger: kopf.Logger,
         error: StoredSpecError,
     ) -> None:
         """Delete an actor whose spec never decoded, as far as its stored body tells: nothing
@@ -293,7 +290,7 @@ class ActorReconciler:
 
 
 def _end_actors(
-    namespace: str, owners: list[Owner], config: OperatorConfig, logger: Any
+    namespace: str, owners: list[Owner], config: OperatorConfig, logger: kopf.Logger
 ) -> list[dict[str, Any]]:
     try:
         return plan_end_actors(namespace, owners, config)
