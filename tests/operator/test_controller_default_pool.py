@@ -50,12 +50,11 @@ def require_pool(monkeypatch, world) -> None:
     monkeypatch.setenv("ASYA_OPERATOR_REQUIRE_POOL_FOR_ACCELERATORS", "true")
 
 
-@pytest.fixture
-async def default_pool(world, kube) -> str:
-    """The test's namespace, labelled with pool team-a as its default. The stand-in serves no
-    Namespaces (kmock reads `/api/v1/namespaces/N` as namespace N), so the one read the
-    operator makes of it is answered as a real API server would."""
-    labels = {"asya.sh/default-pool": "team-a", "kubernetes.io/metadata.name": world.namespace}
+async def label_namespace(world, kube, pool: str) -> None:
+    """Label the test's namespace with `pool` as its default. The stand-in serves no Namespaces
+    (kmock reads `/api/v1/namespaces/N` as namespace N), so the read the operator makes of it
+    is answered as a real API server would."""
+    labels = {"asya.sh/default-pool": pool, "kubernetes.io/metadata.name": world.namespace}
     body = {
         "apiVersion": "v1",
         "kind": "Namespace",
@@ -65,6 +64,12 @@ async def default_pool(world, kube) -> str:
     found = await asyncio.to_thread(CoreV1Api(kube).read_namespace, world.namespace)
     assert found.metadata is not None
     assert found.metadata.labels == labels
+
+
+@pytest.fixture
+async def default_pool(world, kube) -> str:
+    """The test's namespace, labelled with pool team-a as its default."""
+    await label_namespace(world, kube, "team-a")
     return "team-a"
 
 
@@ -105,6 +110,22 @@ async def test_a_pool_less_gpu_actor_is_admitted_by_its_namespaces_default_pool(
     stored = world.cluster.current(ACTORS, world.namespace, "text")
     assert stored is not None
     assert "pool" not in stored["spec"]
+
+
+async def test_labelling_a_namespace_brings_its_running_pool_less_actor_under_quota(
+    world, kube, broker_secret, operator, queues, quota
+):
+    await world.create_actor(pool_less_gpu_actor("text", replicas=5))
+    await replicas_become(world, "text", 5)
+
+    await label_namespace(world, kube, "team-a")
+    create, _patch = quota
+    await create("resourcepools", pool_body(2))  # a pool's change asks for a pass
+
+    actor = await admitted_become(world, "text", 2)
+    await replicas_become(world, "text", 2)
+    reserved = condition_of(actor, "QuotaReserved")
+    assert "2 replicas hold quota in flavor gpu of pool team-a" in reserved["message"]
 
 
 async def test_a_pool_less_gpu_group_is_degraded_and_runs_nothing_when_a_pool_is_required(
