@@ -8,10 +8,12 @@ from __future__ import annotations
 import msgspec
 import pytest
 from asya_operator.api.group import ActorGroup
+from asya_operator.config import OperatorConfig
 from asya_operator.plans.actor_status import find_problems
 from asya_operator.plans.conditions import Reason
 from asya_operator.plans.files import Document, read_crs
 from asya_operator.plans.group_status import find_group_problems
+from asya_operator.plans.objects import plan_objects
 from asya_operator.plans.pools import effective_pool, with_effective_pool
 from asya_operator.plans.whatif import decisions, render_decisions, snapshot_of
 
@@ -123,6 +125,21 @@ def test_the_what_if_admits_a_pool_less_actor_through_its_namespaces_default_poo
     (admitted,) = decided["admitted"]
     assert (admitted["workload"], admitted["pool"]) == ("ml-a/embed", "team-a")
     assert "outsideQuota" not in decided
+
+
+def test_plan_sizes_a_pool_less_actors_deployment_as_its_namespaces_default_pools():
+    # Not admitted yet, as the what-if's decisions are not applied: no replica runs.
+    actor = changed(ACTOR, spec__scaling={"minReplicas": 2, "maxReplicas": 50})
+    documents = [Document("doc 1", namespace("ml-a", **DEFAULTED)), Document("doc 2", actor)]
+
+    planned = plan_objects(read_crs(documents, "default"), OperatorConfig())
+
+    (deployment,) = [
+        o.body
+        for o in planned
+        if (o.body["kind"], o.body["metadata"]["name"]) == ("Deployment", "embed")
+    ]
+    assert deployment["spec"]["replicas"] == 0
 
 
 def test_the_what_if_lists_gpu_actors_and_groups_in_no_pool_as_outside_quota():
