@@ -19,11 +19,13 @@ from tests.operator.controller_world import (
     DEPLOYMENTS,
     GROUPS,
     STATEFULSETS,
+    WAIT_S,
     async_actor,
     condition_of,
     observed,
 )
 from tests.operator.test_controller_admission import (
+    POOLS,
     admitted_become,
     pool_body,
     replicas_become,
@@ -106,6 +108,14 @@ async def test_a_pool_less_gpu_actor_is_admitted_by_its_namespaces_default_pool(
     reserved = condition_of(actor, "QuotaReserved")
     assert "2 replicas hold quota in flavor gpu of pool team-a" in reserved["message"]
     assert condition_of(actor, "Degraded")["status"] == "False"
+    async with asyncio.timeout(WAIT_S):
+        pool = await world.cluster.wait_for(
+            POOLS,
+            None,
+            "team-a",
+            lambda p: ((p or {}).get("status") or {}).get("admittedWorkloads") == 2,
+        )
+    assert pool["status"]["pendingWorkloads"] == 3
     # Its stored spec is left as written: the pool is the namespace's, not the actor's.
     stored = world.cluster.current(ACTORS, world.namespace, "text")
     assert stored is not None
