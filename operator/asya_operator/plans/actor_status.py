@@ -24,6 +24,8 @@ from asya_operator.plans.conditions import (
     secret_problems,
 )
 from asya_operator.plans.pods import placement_flavor
+from asya_operator.plans.pools import DEFAULT_POOL_LABEL, gpus_per_replica
+from asya_operator.plans.quota import GPU_RESOURCE
 from asya_operator.plans.scaling import desired_replicas, running_replicas
 from asya_operator.plans.statuses import StatusPatch
 from asya_operator.plans.workloads import ActorAdmission
@@ -39,14 +41,26 @@ def find_problems(
     *,
     secret_keys: Collection[str] | None,
     flavor: ResourceFlavor | None,
+    pool_required: bool = False,
 ) -> list[Problem]:
-    """What `actor` needs and lacks: its broker Secret (or a key of it), its flavor.
+    """What `actor` needs and lacks: its broker Secret (or a key of it), its flavor, and with
+    `pool_required` (the operator's `require_pool_for_accelerators`) a pool if it asks for GPUs.
 
-    `secret_keys` are the keys of the Secret `spec.broker.secretName` (None: no such Secret);
-    `flavor` is the ResourceFlavor the actor is placed by (`placement_flavor`) as found (None:
-    not found, or none).
+    `actor` has its effective pool (`pools.with_effective_pool`); `secret_keys` are the keys of
+    the Secret `spec.broker.secretName` (None: no such Secret); `flavor` is the ResourceFlavor
+    the actor is placed by (`placement_flavor`) as found (None: not found, or none).
     """
     problems = secret_problems(namespace, actor.spec.broker.secret_name, secret_keys)
+    gpus = gpus_per_replica(actor)
+    if pool_required and gpus and actor.spec.pool is None:
+        problems.append(
+            Problem(
+                Reason.POOL_REQUIRED,
+                f"asks for {gpus} {GPU_RESOURCE} per replica and has no pool, and this operator"
+                " runs GPUs only under a pool's quota: set spec.pool, or label namespace"
+                f" {namespace} {DEFAULT_POOL_LABEL}=<pool>",
+            )
+        )
     wanted = placement_flavor(actor)
     if wanted is not None and flavor is None:
         problems.append(

@@ -46,6 +46,7 @@ class Reason(enum.StrEnum):
     NAME_TAKEN = "NameTaken"
     RECONCILING = "Reconciling"
     INVALID_SPEC = "InvalidSpec"
+    POOL_REQUIRED = "PoolRequired"
 
 
 @dataclasses.dataclass(frozen=True)

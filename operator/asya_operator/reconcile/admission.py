@@ -56,6 +56,7 @@ from asya_operator.plans.group_objects import plan_group, service_name
 from asya_operator.plans.group_status import find_group_problems, plan_group_status
 from asya_operator.plans.instances import Change, Happened
 from asya_operator.plans.pool_status import plan_pool_statuses
+from asya_operator.plans.pools import with_effective_pool
 from asya_operator.plans.scaling import admitted_replicas, desired_replicas
 from asya_operator.plans.statuses import StatusPatch
 from asya_operator.plans.workloads import ActorAdmission, Decisions, PooledActor, PooledGroup
@@ -283,6 +284,8 @@ class AdmissionLoop:
         actor = await self._kube.read(AsyncActor, namespace, name)
         if actor is None or actor.metadata.get("deletionTimestamp"):
             return
+        # Sized by its pool, its namespace's default one too: the Deployment runs what is admitted.
+        actor = with_effective_pool(actor, await self._kube.namespace_labels(namespace))
         world = await self._kube.world(actor, namespace)
         if find_problems(actor, namespace, secret_keys=world.secret_keys, flavor=world.flavor):
             return
@@ -342,6 +345,7 @@ class AdmissionLoop:
             secret_keys=None if secret is None else set(secret),
             missing_flavors=wanted - set(flavors),
             actor_names=await self._kube.actor_names(namespace),
+            pool_required=self._config.require_pool_for_accelerators,
         )
         if not problems and ((namespace, name) in refresh or running != before):
             await self._kube.apply(plan_group(group, namespace, running, flavors, self._config))
