@@ -21,6 +21,7 @@ from asya_operator.plans.conditions import (
     Problem,
     Reason,
     conditions_at,
+    newly_true,
     secret_problems,
 )
 from asya_operator.plans.pods import placement_flavor
@@ -91,14 +92,8 @@ def kept_problems(actor: AsyncActor) -> list[Problem]:
 def newly_degraded(actor: AsyncActor, patch: StatusPatch[AsyncActorStatus]) -> Condition | None:
     """The Degraded condition of `patch` if it says something `actor`'s did not (Degraded
     now, or for another reason): a Warning Event to post. None otherwise."""
-    known = {c.type: c for c in (actor.status.conditions if actor.status else None) or ()}
-    for condition in patch.status.conditions or ():
-        if condition.type != "Degraded" or condition.status != "True":
-            continue
-        before = known.get("Degraded")
-        if before is None or (before.status, before.reason) != ("True", condition.reason):
-            return condition
-    return None
+    known = actor.status.conditions if actor.status else None
+    return newly_true("Degraded", known, patch.status.conditions)
 
 
 _OBSERVED: Final = frozenset({"replicas", "ready_replicas", "selector", "conditions"})

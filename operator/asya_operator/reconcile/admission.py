@@ -52,6 +52,7 @@ from asya_operator.plans.actor_status import (
     status_seen_since,
 )
 from asya_operator.plans.admission import admit
+from asya_operator.plans.conditions import newly_true
 from asya_operator.plans.group_objects import plan_group, service_name
 from asya_operator.plans.group_status import find_group_problems, plan_group_status
 from asya_operator.plans.instances import Change, Happened
@@ -353,6 +354,13 @@ class AdmissionLoop:
             group, states, ready, problems, now=datetime.fromtimestamp(now, UTC)
         )
         if status.changed(group.status):
+            known = group.status.conditions if group.status else None
+            news = newly_true("Degraded", known, status.status.conditions)
+            if news is not None:  # first: whoever sees the status finds the Event posted
+                message = str(news.message)
+                await self._kube.post_event(
+                    group, warning=True, reason=str(news.reason), message=message
+                )
             await self._kube.patch_status(ActorGroup, namespace, name, status)
             if problems:
                 why = "; ".join(p.message for p in problems)
