@@ -8,6 +8,7 @@ import asyncio
 from typing import Any
 
 import pytest
+
 from tests.operator.controller_world import WAIT_S
 from tests.operator.test_controller_admission import POOLS, pool_body
 
@@ -48,4 +49,3 @@ async def test_a_pool_naming_a_missing_flavor_is_inactive_until_its_quotas_are_f
     assert active_of(pool)["reason"] == "Ready"
     assert active_of(pool)["observedGeneration"] == pool["metadata"]["generation"]
     assert pool["status"]["observedGeneration"] == pool["metadata"]["generation"]
-

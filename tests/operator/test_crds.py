@@ -161,6 +161,10 @@ def test_every_kind_has_a_short_name_no_other_project_s_crd_has():
         "ActorGroup": ["ag"],
     }
     assert theirs.isdisjoint(name for names in ours.values() for name in names)
+    # `kubectl get asya` lists asya's objects, whatever else is installed.
+    assert {kind: crd["spec"]["names"]["categories"] for kind, crd in CRDS.items()} == {
+        kind: ["asya"] for kind in CRDS
+    }
 
 
 @pytest.mark.parametrize(
