@@ -407,7 +407,7 @@ def _fallbacks(held: AdmittedResult, *, per_pod_set: bool) -> str | None:
 def _actor_decision(
     actor: PooledActor,
     pool: ResourcePool,
-    lent: Mapping[tuple[str, str], Milli],
+    lent: Mapping[tuple[str, str], int],
     admitted: Mapping[str, AdmittedResult],
     pending: Mapping[str, str],
     preempted_by: Mapping[str, str],
@@ -451,7 +451,7 @@ def _preemptors(
 
 # --- why an actor's next replica waits, in words -------------------------------------------
 
-_Usage = dict[tuple[str, str], Milli]
+_Usage = dict[tuple[str, str], int]
 """(flavor, resource) -> milli-units."""
 
 
@@ -501,7 +501,7 @@ def _lent(pools: Sequence[ResourcePool], usage: Mapping[str, _Usage]) -> dict[st
 
 
 def _next_replica(
-    actor: PooledActor, pool: ResourcePool, lent: Mapping[tuple[str, str], Milli], why: str
+    actor: PooledActor, pool: ResourcePool, lent: Mapping[tuple[str, str], int], why: str
 ) -> str:
     """Why the actor's next replica waits (`why`: the engine's message for it), saying what
     one replica requests (each is admitted alone: the engine's numbers are one replica's) and,
@@ -530,5 +530,5 @@ def _next_replica(
     )
 
 
-def _amounts(quantities: Iterable[tuple[str, Milli]]) -> str:
+def _amounts(quantities: Iterable[tuple[str, int]]) -> str:
     return ", ".join(f"{format_quantity(value)} {resource}" for resource, value in quantities)
