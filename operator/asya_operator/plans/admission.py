@@ -56,7 +56,7 @@ import msgspec
 
 from asya.admission import model
 from asya.admission.accelerators import in_preferred_order
-from asya.admission.quantity import Milli, format_quantity, parse_quantity
+from asya.admission.quantity import Milli, format_quantity
 from asya.admission.quotas import ReclaimWithinCohort
 from asya.admission.scheduler import AdmittedResult, SimulationResult, simulate
 from asya.errors import AdmissionError
@@ -202,7 +202,7 @@ def _run(
     except AdmissionError as exc:
         return _held_only(actors, groups, str(exc))
     result = simulate(scenario)
-    lent = _lent(pools, _usage(result, scenario))
+    lent = quota.lent(pools, _usage(result, scenario))
     return _read(result, actors, groups, origins, lent)
 
 
@@ -362,7 +362,7 @@ def _read(
     actors: Sequence[tuple[PooledActor, ResourcePool]],
     groups: Sequence[tuple[PooledGroup, ResourcePool]],
     origins: Mapping[str, _Origin],
-    lent: Mapping[str, _Usage],
+    lent: Mapping[str, quota.Usage],
 ) -> Decisions:
     """Each actor's and instance's decision from the engine's end state (`lent`: what each
     pool's unused nominal quota lends its cohort, for the waiting actors' messages)."""
@@ -451,53 +451,17 @@ def _preemptors(
 
 # --- why an actor's next replica waits, in words -------------------------------------------
 
-_Usage = dict[tuple[str, str], int]
-"""(flavor, resource) -> milli-units."""
 
-
-def _usage(result: SimulationResult, scenario: model.Scenario) -> dict[str, _Usage]:
+def _usage(result: SimulationResult, scenario: model.Scenario) -> dict[str, quota.Usage]:
     """What each pool's admitted workloads request at the end of the run."""
     pod_sets = {(w.name, ps.name): ps for w in scenario.workloads for ps in w.pod_sets}
-    usage: dict[str, _Usage] = {}
+    usage: dict[str, quota.Usage] = {}
     for held in result.admitted:
         used = usage.setdefault(held.pool, {})
         for pod_set, flavor, count in held.pod_sets:
             for resource, per_pod in pod_sets[held.workload, pod_set].requests.items():
                 used[flavor, resource] = used.get((flavor, resource), 0) + per_pod * count
     return usage
-
-
-def _nominal(pool: ResourcePool) -> _Usage:
-    return {
-        (flavor.flavor, quota_.name): parse_quantity(quota_.nominal)
-        for flavor in pool.spec.quotas or ()
-        for quota_ in flavor.resources
-    }
-
-
-def _lent(pools: Sequence[ResourcePool], usage: Mapping[str, _Usage]) -> dict[str, _Usage]:
-    """Each pool's unused nominal quota that pools of its cohort borrow: what those pools use
-    above their nominal quota, counted against the lenders in the cohort's pool order (the
-    engine does not say whose unused quota a borrower uses), as in the pools' status."""
-    lent: dict[str, _Usage] = {}
-    cohorts: dict[str, list[ResourcePool]] = {}
-    for pool in pools:
-        if pool.spec.cohort is not None:
-            cohorts.setdefault(pool.spec.cohort, []).append(pool)
-    for members in cohorts.values():
-        wanted: _Usage = {}
-        for pool in members:
-            nominal, used = _nominal(pool), usage.get(pool.metadata["name"], {})
-            for key, value in used.items():
-                wanted[key] = wanted.get(key, 0) + max(0, value - nominal.get(key, 0))
-        for pool in members:
-            used = usage.get(pool.metadata["name"], {})
-            for key, nominal_value in _nominal(pool).items():
-                given = min(max(0, nominal_value - used.get(key, 0)), wanted.get(key, 0))
-                if given:
-                    lent.setdefault(pool.metadata["name"], {})[key] = given
-                    wanted[key] -= given
-    return lent
 
 
 def _next_replica(
@@ -512,7 +476,7 @@ def _next_replica(
     policy = pool.spec.preemption.reclaim_within_cohort
     if flavor is None or policy is not ReclaimWithinCohort.NEVER:
         return text
-    nominal = _nominal(pool)
+    nominal = quota.nominal(pool)
     # Lent quota blocks when what is left of the pool's own after lending is short of a replica.
     blocked = [
         (resource, lent[flavor, resource])

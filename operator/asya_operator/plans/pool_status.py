@@ -27,12 +27,13 @@ import msgspec
 
 from asya import typeinfo
 from asya.admission import model
-from asya.admission.quantity import format_quantity, parse_quantity
+from asya.admission.quantity import format_quantity
 from asya.errors import AdmissionError
 from asya_operator.api.pool import Cohort, PoolCondition, ResourcePool, ResourcePoolStatus
 from asya_operator.api.template import ActorResources
 from asya_operator.plans.conditions import Problem, Reason, conditions_at, generation_of
-from asya_operator.plans.quota import cohort_of, pool_of, requests_of
+from asya_operator.plans.quota import cohort_of, nominal, pool_of, requests_of
+from asya_operator.plans.quota import lent as quota_lent
 from asya_operator.plans.statuses import StatusPatch
 from asya_operator.plans.workloads import Decisions, PooledActor, PooledGroup
 
@@ -82,7 +83,7 @@ def plan_pool_statuses(
             for member, (flavor, count) in instance.members.items():
                 for resource, per_replica in requests.get(member, {}).items():
                     usage[group.pool][str(flavor), resource] += per_replica * count
-    lent = _lent(pools, usage)
+    lent = quota_lent(pools, usage)
     return {
         _name(pool): {
             "flavorsUsage": _flavors_usage(pool, usage[_name(pool)], lent[_name(pool)]),
@@ -104,38 +105,9 @@ def _requests(resources: ActorResources) -> dict[str, int]:
         return {}  # the pass admitted none of it: nothing to count
 
 
-def _nominal(pool: ResourcePool) -> _Usage:
-    nominal: _Usage = {}
-    for flavor in pool.spec.quotas or ():
-        for quota in flavor.resources:
-            nominal[flavor.flavor, quota.name] = parse_quantity(quota.nominal)
-    return nominal
-
-
 def _borrowed(pool: ResourcePool, used: _Usage) -> _Usage:
-    nominal = _nominal(pool)
-    return {key: max(0, value - nominal.get(key, 0)) for key, value in used.items()}
-
-
-def _lent(pools: Sequence[ResourcePool], usage: Mapping[str, _Usage]) -> dict[str, _Usage]:
-    lent: dict[str, _Usage] = {_name(p): {} for p in pools}
-    cohorts: dict[str, list[ResourcePool]] = defaultdict(list)
-    for pool in pools:
-        if pool.spec.cohort is not None:
-            cohorts[pool.spec.cohort].append(pool)
-    for members in cohorts.values():
-        wanted: _Usage = defaultdict(int)
-        for pool in members:
-            for key, value in _borrowed(pool, usage[_name(pool)]).items():
-                wanted[key] += value
-        for pool in members:
-            for key, nominal in _nominal(pool).items():
-                spare = max(0, nominal - usage[_name(pool)].get(key, 0))
-                given = min(spare, wanted.get(key, 0))
-                if given:
-                    lent[_name(pool)][key] = given
-                    wanted[key] -= given
-    return lent
+    own = nominal(pool)
+    return {key: max(0, value - own.get(key, 0)) for key, value in used.items()}
 
 
 def _flavors_usage(pool: ResourcePool, used: _Usage, lent: _Usage) -> list[dict[str, Any]]:
