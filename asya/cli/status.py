@@ -89,9 +89,10 @@ def add_parser(commands: Subparsers) -> None:
         "--broker", metavar="URL", help=f"AMQP URL of RabbitMQ (default: {env_var('broker_url')})"
     )
     status.add_argument(
+        "-n",
         "--namespace",
         help="queue namespace (default: ASYA_NAMESPACE); with --kubernetes the Kubernetes"
-        " namespace (default: the context's)",
+        " namespace, as kubectl's -n (default: the context's)",
     )
     status.add_argument(
         "--management-url",

@@ -211,12 +211,15 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 @functools.cache
 def _crd_names() -> dict[str, str]:
-    """Every name kubectl takes for our kinds (plural, singular, short), to the kind."""
+    """Every name kubectl takes for our kinds (plural, singular, short, and the plural or
+    singular with the group: `resourceflavors.asya.sh`), to the kind."""
     names = {}
     for crd in all_crds():
-        spec = crd["spec"]["names"]
+        spec, group = crd["spec"]["names"], crd["spec"]["group"]
         for name in [spec["plural"], spec["singular"], *spec.get("shortNames", [])]:
             names[name] = spec["kind"]
+        for name in [spec["plural"], spec["singular"]]:
+            names[f"{name}.{group}"] = spec["kind"]
     return names
 
 

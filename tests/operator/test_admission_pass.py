@@ -95,10 +95,10 @@ def test_an_actor_is_admitted_up_to_its_pools_quota_and_no_further():
         admitted=3,
         flavor="h100",
         borrowing=False,
-        message="3 of 5 replicas admitted, 2 waiting: insufficient quota for nvidia.com/gpu in"
-        " flavor h100: needs 1, pool team-a has 0 unused (1 more needed); preemption could make"
-        " room, but no admitted workload qualifies under pool team-a's policy (withinPool: Never,"
-        " reclaimWithinCohort: Never)",
+        message="3 of 5 replicas admitted, 2 waiting; one more replica needs 1 nvidia.com/gpu:"
+        " insufficient quota for nvidia.com/gpu in flavor h100: needs 1, pool team-a has 0"
+        " unused (1 more needed); preemption could make room, but no admitted workload qualifies"
+        " under pool team-a's policy (withinPool: Never, reclaimWithinCohort: Never)",
         preempted_by=None,
     )
 
@@ -134,7 +134,7 @@ def test_admitted_replicas_are_kept_when_a_newer_actor_of_the_same_priority_arri
     assert counts(decided) == {"running": 4, "arrives": 0}
     assert decided["running"].preempted_by is None
     assert decided["arrives"].message is not None
-    assert decided["arrives"].message.startswith("0 of 2 replicas admitted, 2 waiting:")
+    assert decided["arrives"].message.startswith("0 of 2 replicas admitted, 2 waiting;")
 
 
 def test_a_higher_priority_actor_preempts_replicas_of_a_lower_one_and_is_named():
@@ -151,8 +151,9 @@ def test_a_higher_priority_actor_preempts_replicas_of_a_lower_one_and_is_named()
     assert decided["urgent"].preempted_by is None
     assert decided["batch"].message is not None
     assert decided["batch"].message.startswith(
-        "2 of 4 replicas admitted, 2 waiting: insufficient quota for nvidia.com/gpu in flavor"
-        " h100: needs 1, pool team-a has 0 unused (1 more needed)"
+        "2 of 4 replicas admitted, 2 waiting; one more replica needs 1 nvidia.com/gpu:"
+        " insufficient quota for nvidia.com/gpu in flavor h100: needs 1, pool team-a has 0"
+        " unused (1 more needed)"
     )
 
 
@@ -246,7 +247,8 @@ def test_an_actor_naming_a_flavor_its_pool_lacks_is_told_so():
         0,
         None,
         False,
-        "0 of 2 replicas admitted, 2 waiting: pod set 'replica': may use only flavor h100,"
+        "0 of 2 replicas admitted, 2 waiting; one more replica needs 1 nvidia.com/gpu: pod set"
+        " 'replica': may use only flavor h100,"
         " which pool team-a does not have (it has: a)",
         None,
     )

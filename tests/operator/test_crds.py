@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jsonschema
@@ -102,9 +103,23 @@ def test_the_scale_subresource_and_printer_columns_point_at_fields_the_schema_ha
         if path.startswith(".metadata."):
             continue
         node = schema
-        for part in path.lstrip(".").split("."):
-            node = node["properties"][part]
+        for part in _path_parts(path):
+            if isinstance(part, tuple):  # a filter: a list's items, by a field they have
+                node = node["items"]
+                assert part[0] in node["properties"], path
+            else:
+                node = node["properties"][part]
         assert "type" in node, path
+
+
+def _path_parts(path: str) -> list[str | tuple[str, str]]:
+    """`.status.conditions[?(@.type=="Ready")].reason` as its fields and filters:
+    ["status", "conditions", ("type", "Ready"), "reason"]."""
+    parts: list[str | tuple[str, str]] = []
+    for match in re.finditer(r'\.(\w+)|\[\?\(@\.(\w+)=="([^"]*)"\)\]', path):
+        field, key, value = match.groups()
+        parts.append(field if field is not None else (key, value))
+    return parts
 
 
 @pytest.mark.parametrize(
@@ -122,3 +137,50 @@ def test_each_kind_has_its_scope_a_status_and_a_scale_where_keda_drives_it(kind,
     assert CRDS[kind]["spec"]["scope"] == scope
     assert version["subresources"]["status"] == {}
     assert ("scale" in version["subresources"]) is has_scale
+
+
+# The short names of the CRDs a cluster running asya may also have, as their projects define
+# them (Kueue v0.20, Volcano, KEDA v2.20): `kubectl get <short name>` must mean one kind.
+THEIR_SHORT_NAMES = {
+    "kueue.x-k8s.io": {"flavor", "flavors", "rf", "co", "cq", "queue", "queues", "lq", "ac"}
+    | {"wpc", "kwl", "kueueworkload", "kueueworkloads"},
+    "scheduling.volcano.sh": {"pg", "podgroup-v1beta1", "q", "queue-v1beta1"},
+    "keda.sh": {"so", "sj", "ta", "triggerauth", "cta", "clustertriggerauth"},
+}
+
+
+def test_every_kind_has_a_short_name_no_other_project_s_crd_has():
+    ours = {kind: crd["spec"]["names"].get("shortNames", []) for kind, crd in CRDS.items()}
+    theirs = set().union(*THEIR_SHORT_NAMES.values())
+
+    assert ours == {
+        "AsyncActor": ["aa"],
+        "ResourceFlavor": ["arf"],
+        "ResourcePool": ["pool"],
+        "Cohort": ["acoh"],
+        "ActorGroup": ["ag"],
+    }
+    assert theirs.isdisjoint(name for names in ours.values() for name in names)
+    # `kubectl get asya` lists asya's objects, whatever else is installed.
+    assert {kind: crd["spec"]["names"]["categories"] for kind, crd in CRDS.items()} == {
+        kind: ["asya"] for kind in CRDS
+    }
+
+
+@pytest.mark.parametrize(
+    ("kind", "condition"),
+    [("AsyncActor", "Ready"), ("ActorGroup", "Ready"), ("ResourcePool", "Active")],
+)
+def test_kubectl_get_shows_the_condition_and_its_reason_first(kind, condition):
+    (version,) = CRDS[kind]["spec"]["versions"]
+
+    first, second = version["additionalPrinterColumns"][:2]
+
+    assert (first["name"], first["jsonPath"]) == (
+        condition,
+        f'.status.conditions[?(@.type=="{condition}")].status',
+    )
+    assert (second["name"], second["jsonPath"]) == (
+        "Reason",
+        f'.status.conditions[?(@.type=="{condition}")].reason',
+    )

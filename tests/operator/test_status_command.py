@@ -146,3 +146,12 @@ async def test_a_missing_broker_secret_leaves_depths_unknown_and_a_note_names_it
     [note] = report.notes
     assert note.startswith(f"namespace {namespace}: queue depths unknown: Secret")
     assert f"{namespace}/asya-broker not readable (404" in note
+
+
+async def test_dash_n_names_the_namespace_as_kubectl_does(kube, amqp_url, namespace):
+    await create(kube, namespace, "asyncactors", actor_body("lonely", replicas=1, status={}))
+
+    report = await status_of(kube, "-n", namespace)
+
+    assert report.origin.endswith(f", namespace {namespace}")
+    assert [(row.namespace, row.name) for row in report.rows] == [(namespace, "lonely")]

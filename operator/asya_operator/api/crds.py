@@ -114,6 +114,18 @@ _STATUS_AND_SCALE: Final = {
 _AGE: Final = _column("Age", "date", ".metadata.creationTimestamp", "Time since creation")
 
 
+def _condition(type_: str, field: str) -> str:
+    """The JSONPath of a field of the condition of `type_` (empty where there is none yet)."""
+    return f'.status.conditions[?(@.type=="{type_}")].{field}'
+
+
+_READY: Final = _column("Ready", "string", _condition("Ready", "status"), "Ready condition")
+_REASON: Final = _column("Reason", "string", _condition("Ready", "reason"), "Why (Ready's reason)")
+_DEGRADED: Final = _column(
+    "Degraded", "string", _condition("Degraded", "status"), "Something it needs is missing", 1
+)
+
+
 def async_actor_crd() -> dict[str, Any]:
     """The AsyncActor CRD: namespaced, with `status` and `scale` subresources."""
     return _crd(
@@ -123,6 +135,8 @@ def async_actor_crd() -> dict[str, Any]:
         short_names=["aa"],
         subresources=_STATUS_AND_SCALE,
         printer_columns=[
+            _READY,
+            _REASON,
             _column("Desired", "integer", ".spec.replicas", "Replicas KEDA asks for"),
             _column(
                 "Admitted",
@@ -130,7 +144,8 @@ def async_actor_crd() -> dict[str, Any]:
                 ".status.admittedReplicas",
                 "Replicas the pool's quota admits",
             ),
-            _column("Ready", "integer", ".status.readyReplicas", "Replicas ready"),
+            _column("Ready Replicas", "integer", ".status.readyReplicas", "Replicas ready"),
+            _DEGRADED,
             _column("Pool", "string", ".spec.pool", "ResourcePool", priority=1),
             _column("Image", "string", ".spec.image", "Container image"),
             _column("Handler", "string", ".spec.handler", "module:attr", priority=1),
@@ -146,6 +161,8 @@ def resource_flavor_crd() -> dict[str, Any]:
         ResourceFlavor,
         plural="resourceflavors",
         scope="Cluster",
+        # Not Kueue's (flavor, flavors, rf): both kinds may be installed side by side.
+        short_names=["arf"],
         printer_columns=[
             _AGE,
         ],
@@ -161,6 +178,8 @@ def resource_pool_crd() -> dict[str, Any]:
         short_names=["pool"],
         subresources={"status": {}},
         printer_columns=[
+            _column("Active", "string", _condition("Active", "status"), "Active condition"),
+            _column("Reason", "string", _condition("Active", "reason"), "Why (Active's reason)"),
             _column("Cohort", "string", ".spec.cohort", "Cohort it shares quota in"),
             _column("Strategy", "string", ".spec.queueingStrategy", "Queueing", priority=1),
             _column("Admitted", "integer", ".status.admittedWorkloads", "Workloads holding quota"),
@@ -176,6 +195,8 @@ def cohort_crd() -> dict[str, Any]:
         Cohort,
         plural="cohorts",
         scope="Cluster",
+        # Not Kueue's (co): both kinds may be installed side by side.
+        short_names=["acoh"],
         subresources={"status": {}},
         printer_columns=[
             _column("Parent", "string", ".spec.parent", "Parent cohort"),
@@ -193,11 +214,14 @@ def actor_group_crd() -> dict[str, Any]:
         short_names=["ag"],
         subresources=_STATUS_AND_SCALE,
         printer_columns=[
+            _READY,
+            _REASON,
             _column("Pool", "string", ".spec.pool", "ResourcePool"),
             _column("Priority", "integer", ".spec.priority", "Admission priority"),
             _column("Desired", "integer", ".spec.replicas", "Gang instances asked for"),
             _column("Admitted", "integer", ".status.admitted", "Instances holding quota"),
-            _column("Ready", "integer", ".status.ready", "Instances fully ready"),
+            _column("Ready Instances", "integer", ".status.ready", "Instances fully ready"),
+            _DEGRADED,
             _AGE,
         ],
     )

@@ -26,7 +26,9 @@ from asya.admission.quotas import FlavorQuotas, Preemption, Quantity
 from asya_operator.api.template import (
     GROUP,
     LIST_MAP_BY_NAME,
+    LIST_MAP_BY_TYPE,
     VERSION,
+    Condition,
     ObjectName,
     Validation,
     doc,
@@ -150,8 +152,23 @@ class FlavorUsage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     ]
 
 
+class PoolCondition(Condition, frozen=True, kw_only=True, rename="camel"):
+    """One aspect of the pool, as in metav1.Condition."""
+
+    type: Annotated[str, doc("Which aspect: Active.", max_length=316)]
+
+
 class ResourcePoolStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """What admission observed for this pool."""
+
+    conditions: Annotated[
+        Annotated[list[PoolCondition], msgspec.Meta(extra_json_schema=LIST_MAP_BY_TYPE)] | None,
+        doc(
+            "Active: True when every flavor the pool's quotas name exists and its quotas and"
+            " cohort tree are valid; False with the reason (as Kueue's ClusterQueue Active)."
+            " Written by the operator after each admission pass."
+        ),
+    ] = None
 
     flavors_usage: Annotated[
         Annotated[list[FlavorUsage], msgspec.Meta(extra_json_schema=_LIST_MAP_BY_FLAVOR)] | None,

@@ -268,6 +268,10 @@ class Condition(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         str | None,
         doc("When status last changed (RFC 3339).", extra_json_schema={"format": "date-time"}),
     ] = None
+    observed_generation: Annotated[
+        NonNegative | None,
+        doc("The object's metadata.generation this condition was set from."),
+    ] = None
 
 
 def template_validations(path: str) -> tuple[Validation, ...]:

@@ -21,6 +21,7 @@ from asya_operator.plans.conditions import (
     Problem,
     Reason,
     conditions_at,
+    generation_of,
     newly_true,
     secret_problems,
 )
@@ -126,8 +127,9 @@ def plan_status(
     ready = int(observed.get("readyReplicas", 0))
     # With a pool, what runs is what is admitted; the admission conditions say the rest.
     desired = running_replicas(actor)
-    condition = conditions_at(now, actor.status.conditions if actor.status else None, Condition)
-    generation = actor.metadata.get("generation")
+    generation = generation_of(actor.metadata)
+    known = actor.status.conditions if actor.status else None
+    condition = conditions_at(now, known, Condition, generation=generation)
 
     if problems:
         first = problems[0]
@@ -177,7 +179,8 @@ def observed_generation(actor: AsyncActor) -> int | None:
 def plan_refused_status(message: str, *, now: datetime) -> StatusPatch[AsyncActorStatus]:
     """The status of an AsyncActor whose stored spec the operator refuses (`message` says what
     to fix): Degraded, nothing applied, so no observedGeneration."""
-    condition = conditions_at(now, None, Condition)
+    # The stored spec did not decode: the generation it was refused at is not known here.
+    condition = conditions_at(now, None, Condition, generation=None)
     conditions = [
         condition("Ready", Reason.INVALID_SPEC, f"not ready: {message}", is_true=False),
         condition("Scaling", Reason.INVALID_SPEC, f"held: {message}", is_true=False),
@@ -202,7 +205,7 @@ def plan_admission_status(
     known = actor.status.conditions if actor.status is not None else None
     previous = {c.type: c for c in known or ()}
     pool, admitted = actor.spec.pool, admission.admitted
-    condition = conditions_at(now, known, Condition)
+    condition = conditions_at(now, known, Condition, generation=generation_of(actor.metadata))
 
     waiting = admission.message or f"{admitted} of {desired} replicas admitted"
     if admitted > 0:

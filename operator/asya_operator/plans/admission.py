@@ -36,6 +36,9 @@ weighs them against each other (priority, age, borrowing, preemption):
 - The engine gets a typed snapshot (`asya.admission.model.build_scenario`: the CRs' own quota
   types, checked as a scenario file is), runs until nothing changes; what holds quota at the
   end is admitted.
+- A waiting actor's message says what one more replica requests (the engine's numbers are one
+  replica's) and the engine's reason for the first waiting one; when its pool never reclaims
+  (`reclaimWithinCohort: Never`) and lent its cohort what that replica lacks, it says so.
 - A workload that requests nothing is admitted in full, as Kueue admits one, provided its pool
   exists, selects its namespace and has a flavor. A pool that does not exist or does not select
   the namespace, or requests the engine cannot read, admit nothing for that actor or group and
@@ -53,7 +56,8 @@ import msgspec
 
 from asya.admission import model
 from asya.admission.accelerators import in_preferred_order
-from asya.admission.quantity import Milli
+from asya.admission.quantity import Milli, format_quantity
+from asya.admission.quotas import ReclaimWithinCohort
 from asya.admission.scheduler import AdmittedResult, SimulationResult, simulate
 from asya.errors import AdmissionError
 from asya_operator.api.group import MemberHold
@@ -197,7 +201,9 @@ def _run(
         )
     except AdmissionError as exc:
         return _held_only(actors, groups, str(exc))
-    return _read(simulate(scenario), actors, groups, origins)
+    result = simulate(scenario)
+    lent = quota.lent(pools, _usage(result, scenario))
+    return _read(result, actors, groups, origins, lent)
 
 
 def _labels(namespace: str, labels: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
@@ -356,14 +362,19 @@ def _read(
     actors: Sequence[tuple[PooledActor, ResourcePool]],
     groups: Sequence[tuple[PooledGroup, ResourcePool]],
     origins: Mapping[str, _Origin],
+    lent: Mapping[str, quota.Usage],
 ) -> Decisions:
-    """Each actor's and instance's decision from the engine's end state."""
+    """Each actor's and instance's decision from the engine's end state (`lent`: what each
+    pool's unused nominal quota lends its cohort, for the waiting actors' messages)."""
     admitted = {result_held.workload: result_held for result_held in result.admitted}
     pending = {p.workload: p.message for p in result.pending}
     preempted_by = _preemptors(result, origins, admitted)
     decided = Decisions(actors={}, groups={})
-    for actor, _pool in actors:
-        decided.actors[_key(actor)] = _actor_decision(actor, admitted, pending, preempted_by)
+    for actor, pool in actors:
+        lends = lent.get(pool.metadata["name"], {})
+        decided.actors[_key(actor)] = _actor_decision(
+            actor, pool, lends, admitted, pending, preempted_by
+        )
     for group, _pool in groups:
         instances = {}
         for instance in _instances(group):
@@ -395,6 +406,8 @@ def _fallbacks(held: AdmittedResult, *, per_pod_set: bool) -> str | None:
 
 def _actor_decision(
     actor: PooledActor,
+    pool: ResourcePool,
+    lent: Mapping[tuple[str, str], int],
     admitted: Mapping[str, AdmittedResult],
     pending: Mapping[str, str],
     preempted_by: Mapping[str, str],
@@ -405,8 +418,8 @@ def _actor_decision(
     message = None
     if waiting:
         message = (
-            f"{len(held)} of {actor.desired} replicas admitted, {len(waiting)} waiting:"
-            f" {pending[waiting[0]]}"
+            f"{len(held)} of {actor.desired} replicas admitted, {len(waiting)} waiting;"
+            f" {_next_replica(actor, pool, lent, pending[waiting[0]])}"
         )
     return ActorAdmission(
         admitted=len(held),
@@ -434,3 +447,52 @@ def _preemptors(
             continue
         preempted_by[eviction.workload] = by.label
     return preempted_by
+
+
+# --- why an actor's next replica waits, in words -------------------------------------------
+
+
+def _usage(result: SimulationResult, scenario: model.Scenario) -> dict[str, quota.Usage]:
+    """What each pool's admitted workloads request at the end of the run."""
+    pod_sets = {(w.name, ps.name): ps for w in scenario.workloads for ps in w.pod_sets}
+    usage: dict[str, quota.Usage] = {}
+    for held in result.admitted:
+        used = usage.setdefault(held.pool, {})
+        for pod_set, flavor, count in held.pod_sets:
+            for resource, per_pod in pod_sets[held.workload, pod_set].requests.items():
+                used[flavor, resource] = used.get((flavor, resource), 0) + per_pod * count
+    return usage
+
+
+def _next_replica(
+    actor: PooledActor, pool: ResourcePool, lent: Mapping[tuple[str, str], int], why: str
+) -> str:
+    """Why the actor's next replica waits (`why`: the engine's message for it), saying what
+    one replica requests (each is admitted alone: the engine's numbers are one replica's) and,
+    when the pool lent what it lacks and its policy never takes lent quota back, so."""
+    requests = quota.requests_of(actor.resources)
+    text = f"one more replica needs {_amounts(sorted(requests.items())) or 'nothing'}: {why}"
+    flavor = _flavor(actor, pool, requests)
+    policy = pool.spec.preemption.reclaim_within_cohort
+    if flavor is None or policy is not ReclaimWithinCohort.NEVER:
+        return text
+    nominal = quota.nominal(pool)
+    # Lent quota blocks when what is left of the pool's own after lending is short of a replica.
+    blocked = [
+        (resource, lent[flavor, resource])
+        for resource, per_replica in sorted(requests.items())
+        if lent.get((flavor, resource), 0) > 0
+        and nominal.get((flavor, resource), 0) - lent[flavor, resource] < per_replica
+    ]
+    if not blocked:
+        return text
+    return (
+        f"{text}; pool {pool.metadata['name']} lent {_amounts(blocked)} of flavor {flavor} to"
+        f" cohort {pool.spec.cohort} and its preemption.reclaimWithinCohort: Never does not take"
+        " lent quota back: it waits for the borrowers to release it (LowerPriority or Any would"
+        " reclaim it)"
+    )
+
+
+def _amounts(quantities: Iterable[tuple[str, int]]) -> str:
+    return ", ".join(f"{format_quantity(value)} {resource}" for resource, value in quantities)

@@ -1,17 +1,18 @@
 """Conditions as every status of the operator writes them: reasons, problems, transition times.
 
-Pure. Shared by the statuses of AsyncActors (`actor_status`) and ActorGroups (`group_status`):
-a condition whose status did not change keeps the time it had; what a CR lacks is a `Problem`
-with a reason and a message naming it.
+Pure. Shared by the statuses of AsyncActors (`actor_status`), ActorGroups (`group_status`) and
+ResourcePools (`pool_status`): a condition whose status did not change keeps the time it had,
+each says the generation of the CR it was set from (`observedGeneration`); what a CR lacks is a
+`Problem` with a reason and a message naming it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Final, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from asya_operator.api.template import BROKER_AMQP_URL_KEY, BROKER_MANAGEMENT_URL_KEY, Condition
 
@@ -39,6 +40,7 @@ class Reason(enum.StrEnum):
     NOT_PREEMPTED = "NotPreempted"
     PODS_READY = "PodsReady"
     PODS_NOT_READY = "PodsNotReady"
+    INSTANCES_READY = "InstancesReady"
     EVICTED = "PodsReadyTimeout"
     NOT_EVICTED = "NotEvicted"
     DEACTIVATED = "Deactivated"
@@ -47,6 +49,9 @@ class Reason(enum.StrEnum):
     RECONCILING = "Reconciling"
     INVALID_SPEC = "InvalidSpec"
     POOL_REQUIRED = "PoolRequired"
+    POOL_READY = "Ready"
+    INVALID_QUOTA = "InvalidQuota"
+    INVALID_COHORT = "InvalidCohort"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,10 +93,13 @@ def conditions_at(
     now: datetime,
     known: Sequence[Condition] | None,
     kind: type[C] = Condition,  # type: ignore[assignment]
+    *,
+    generation: int | None,
 ) -> Callable[..., C]:
     """A maker of conditions (of `kind`: `Condition`, or a kind's subtype of it) at `now` that
     keep the transition time of `known`'s unchanged ones: `make(type, reason, message,
-    is_true=...)`."""
+    is_true=...)`. Each carries `generation` (the CR's metadata.generation it was set from) as
+    its `observedGeneration`, as metav1.Condition does."""
     at = _rfc3339(now)
     previous = {c.type: c for c in known or ()}
 
@@ -107,6 +115,7 @@ def conditions_at(
             reason=str(reason),
             message=message,
             last_transition_time=since,
+            observed_generation=generation,
         )
 
     return make
@@ -122,3 +131,9 @@ def newly_true(type_: str, known: Sequence[Condition] | None, now: Sequence[C] |
         if before is None or (before.status, before.reason) != ("True", condition.reason):
             return condition
     return None
+
+
+def generation_of(metadata: Mapping[str, Any]) -> int | None:
+    """A CR's `metadata.generation` (None: not set, as in a CR never stored)."""
+    generation = metadata.get("generation")
+    return generation if isinstance(generation, int) else None

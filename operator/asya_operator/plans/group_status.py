@@ -10,12 +10,16 @@ change keeps the time it had. Conditions:
 - `Preempted`: an instance waits because a higher-priority workload took its quota, named;
 - `Evicted`: an instance is backing off or deactivated after not becoming ready in time;
 - `Degraded`: something the group needs is missing (its Secret, a flavor) or a member's actor
-  name is another actor's; nothing is applied then.
+  name is another actor's; nothing is applied then;
+- `Ready`: the group does what it was asked: not Degraded, every desired instance admitted, and
+  every admitted instance's pods ready (True with no instance desired). False says the first
+  of these that fails, with its reason: the problem's (Degraded), Pending (as Admitted says),
+  PodsNotReady (as PodsReady says). `kubectl get ag` shows it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Final
 
@@ -31,7 +35,13 @@ from asya_operator.api.group import (
     member_actor,
 )
 from asya_operator.api.metadata import group_selector
-from asya_operator.plans.conditions import Problem, Reason, conditions_at, secret_problems
+from asya_operator.plans.conditions import (
+    Problem,
+    Reason,
+    conditions_at,
+    generation_of,
+    secret_problems,
+)
 from asya_operator.plans.pools import DEFAULT_POOL_LABEL, gpus_per_instance
 from asya_operator.plans.quota import GPU_RESOURCE
 from asya_operator.plans.statuses import StatusPatch
@@ -96,9 +106,12 @@ def plan_group_status(
     """The ActorGroup's `status`. `ready` says which running instances have every pod ready."""
     desired = desired_instances(group)
     holding = sorted(i for i, s in instances.items() if s.phase in HOLDING)
-    ready_now = [i for i in holding if ready.get(i, False)]
+    ready_instances = [i for i in holding if ready.get(i, False)]
     condition = conditions_at(
-        now, group.status.conditions if group.status else None, GroupCondition
+        now,
+        group.status.conditions if group.status else None,
+        GroupCondition,
+        generation=generation_of(group.metadata),
     )
     pool = group.spec.pool
     waiting = [s for i, s in sorted(instances.items()) if i < desired and i not in holding]
@@ -116,7 +129,7 @@ def plan_group_status(
         admitted = condition("Admitted", Reason.PENDING, why, is_true=False)
     else:
         admitted = condition("Admitted", Reason.ADMITTED, counts, is_true=True)
-    not_ready = [i for i in holding if i not in ready_now]
+    not_ready = [i for i in holding if i not in ready_instances]
     if not_ready:
         pods = f"instances {_list(not_ready)} not ready yet"
         if pool is not None:
@@ -124,7 +137,7 @@ def plan_group_status(
             pods += " after its admission)"
         pods_ready = condition("PodsReady", Reason.PODS_NOT_READY, pods, is_true=False)
     else:
-        pods = f"{len(ready_now)} admitted instances ready"
+        pods = f"{len(ready_instances)} admitted instances ready"
         pods_ready = condition("PodsReady", Reason.PODS_READY, pods, is_true=True)
     preempted_now = [s for s in waiting if s.preempted_by is not None]
     if preempted_now:
@@ -149,6 +162,13 @@ def plan_group_status(
         degraded = condition("Degraded", problems[0].reason, messages, is_true=True)
     else:
         degraded = condition("Degraded", Reason.AS_EXPECTED, "nothing missing", is_true=False)
+    ready_now = _ready(
+        condition,
+        problems,
+        why if waiting or len(holding) < desired else None,
+        pods if not_ready else None,
+        ready=f"{len(ready_instances)} of {desired} instances ready" if desired else None,
+    )
 
     # Acted on in this pass (`instances.before_pass`): recorded, so it is acted on once.
     asked = (group.metadata.get("annotations") or {}).get(REACTIVATE_ANNOTATION)
@@ -157,9 +177,9 @@ def plan_group_status(
         selector=group_selector(group.metadata["name"]),
         desired=desired,
         admitted=len(holding),
-        ready=len(ready_now),
+        ready=len(ready_instances),
         instances=[s for _i, s in sorted(instances.items())],
-        conditions=[reserved, admitted, pods_ready, preempted, evicted, degraded],
+        conditions=[ready_now, reserved, admitted, pods_ready, preempted, evicted, degraded],
         reactivated=None if asked is None else str(asked),
     )
     owned = set(_PASS_OWNS) | ({"reactivated"} if asked is not None else set())
@@ -184,6 +204,29 @@ def plan_observed_generation(group: ActorGroup) -> StatusPatch[ActorGroupStatus]
     return StatusPatch.of(ActorGroupStatus(observed_generation=generation), {"observed_generation"})
 
 
+def _ready(
+    condition: Callable[..., GroupCondition],
+    problems: Sequence[Problem],
+    waiting: str | None,
+    not_ready: str | None,
+    *,
+    ready: str | None,
+) -> GroupCondition:
+    """Ready: False with the first of Degraded (`problems`), instances `waiting` for quota,
+    admitted instances `not_ready` that holds; else True (`ready`: the counts; None: none
+    desired)."""
+    if problems:
+        first = problems[0]
+        return condition("Ready", first.reason, f"not ready: {first.message}", is_true=False)
+    if waiting is not None:
+        return condition("Ready", Reason.PENDING, waiting, is_true=False)
+    if not_ready is not None:
+        return condition("Ready", Reason.PODS_NOT_READY, not_ready, is_true=False)
+    if ready is None:
+        return condition("Ready", Reason.SCALED_TO_ZERO, "no instances wanted", is_true=True)
+    return condition("Ready", Reason.INSTANCES_READY, ready, is_true=True)
+
+
 def _first_why(waiting: Sequence[InstanceStatus]) -> str:
     first = waiting[0]
     return f"{first.instance} waits: {first.message or 'not admitted yet'}"
@@ -196,6 +239,7 @@ def _list(indexes: Sequence[int]) -> str:
 def plan_group_refused_status(message: str, *, now: datetime) -> StatusPatch[ActorGroupStatus]:
     """The status of an ActorGroup whose stored spec the operator refuses (`message` says what
     to fix): Degraded, nothing applied."""
-    condition = conditions_at(now, None, GroupCondition)
+    # The stored spec did not decode: the generation it was refused at is not known here.
+    condition = conditions_at(now, None, GroupCondition, generation=None)
     degraded = condition("Degraded", Reason.INVALID_SPEC, message, is_true=True)
     return StatusPatch.of(ActorGroupStatus(conditions=[degraded]), {"conditions"})

@@ -8,21 +8,43 @@ Pure: the pools, the pooled actors and what the pass decided in; one `status` pe
   using. When several pools of a cohort have unused quota, what is borrowed is counted against
   them in the cohort's pool order (the engine does not say whose unused quota it used).
 - admittedWorkloads / pendingWorkloads: workloads holding quota / waiting for it, a workload
-  being an actor's replica or a gang instance.
+  being an actor's replica or a gang instance;
+- the `Active` condition, as Kueue's ClusterQueue has it: True (reason Ready) when the pool's
+  quotas are valid, every flavor they name exists as a ResourceFlavor, and the cohorts can be
+  read (a loop in the Cohorts' parents stops every admission pass); else False with the first
+  problem's reason, every problem named in the message. A cohort a pool names needs no Cohort
+  object (as in Kueue, the name alone makes one), so a missing one is no problem.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final
 
-from asya.admission.quantity import format_quantity, parse_quantity
+import msgspec
+
+from asya import typeinfo
+from asya.admission import model
+from asya.admission.quantity import format_quantity
 from asya.errors import AdmissionError
-from asya_operator.api.pool import ResourcePool
+from asya_operator.api.pool import Cohort, PoolCondition, ResourcePool, ResourcePoolStatus
 from asya_operator.api.template import ActorResources
-from asya_operator.plans.quota import requests_of
+from asya_operator.plans.conditions import Problem, Reason, conditions_at, generation_of
+from asya_operator.plans.quota import cohort_of, nominal, pool_of, requests_of
+from asya_operator.plans.quota import lent as quota_lent
+from asya_operator.plans.statuses import StatusPatch
 from asya_operator.plans.workloads import Decisions, PooledActor, PooledGroup
+
+_PASS_OWNS: Final = (
+    "flavors_usage",
+    "admitted_workloads",
+    "pending_workloads",
+    "conditions",
+    "observed_generation",
+)
+"""What an admission pass writes of a pool's status: all of it."""
 
 _Usage = dict[tuple[str, str], int]
 """(flavor, resource) -> milli-units."""
@@ -61,7 +83,7 @@ def plan_pool_statuses(
             for member, (flavor, count) in instance.members.items():
                 for resource, per_replica in requests.get(member, {}).items():
                     usage[group.pool][str(flavor), resource] += per_replica * count
-    lent = _lent(pools, usage)
+    lent = quota_lent(pools, usage)
     return {
         _name(pool): {
             "flavorsUsage": _flavors_usage(pool, usage[_name(pool)], lent[_name(pool)]),
@@ -83,38 +105,9 @@ def _requests(resources: ActorResources) -> dict[str, int]:
         return {}  # the pass admitted none of it: nothing to count
 
 
-def _nominal(pool: ResourcePool) -> _Usage:
-    nominal: _Usage = {}
-    for flavor in pool.spec.quotas or ():
-        for quota in flavor.resources:
-            nominal[flavor.flavor, quota.name] = parse_quantity(quota.nominal)
-    return nominal
-
-
 def _borrowed(pool: ResourcePool, used: _Usage) -> _Usage:
-    nominal = _nominal(pool)
-    return {key: max(0, value - nominal.get(key, 0)) for key, value in used.items()}
-
-
-def _lent(pools: Sequence[ResourcePool], usage: Mapping[str, _Usage]) -> dict[str, _Usage]:
-    lent: dict[str, _Usage] = {_name(p): {} for p in pools}
-    cohorts: dict[str, list[ResourcePool]] = defaultdict(list)
-    for pool in pools:
-        if pool.spec.cohort is not None:
-            cohorts[pool.spec.cohort].append(pool)
-    for members in cohorts.values():
-        wanted: _Usage = defaultdict(int)
-        for pool in members:
-            for key, value in _borrowed(pool, usage[_name(pool)]).items():
-                wanted[key] += value
-        for pool in members:
-            for key, nominal in _nominal(pool).items():
-                spare = max(0, nominal - usage[_name(pool)].get(key, 0))
-                given = min(spare, wanted.get(key, 0))
-                if given:
-                    lent[_name(pool)][key] = given
-                    wanted[key] -= given
-    return lent
+    own = nominal(pool)
+    return {key: max(0, value - own.get(key, 0)) for key, value in used.items()}
 
 
 def _flavors_usage(pool: ResourcePool, used: _Usage, lent: _Usage) -> list[dict[str, Any]]:
@@ -132,3 +125,56 @@ def _flavors_usage(pool: ResourcePool, used: _Usage, lent: _Usage) -> list[dict[
         ]
         out.append({"flavor": flavor.flavor, "resources": resources})
     return out
+
+
+def find_pool_problems(
+    pool: ResourcePool, flavors: Collection[str], cohorts: Sequence[Cohort]
+) -> list[Problem]:
+    """What keeps `pool` from being Active: quotas the engine cannot read, flavors its quotas
+    name that no ResourceFlavor has (`flavors`: those that exist), a cohort tree that cannot be
+    read (`cohorts`: every Cohort object)."""
+    try:
+        model.build_scenario(pools=[pool_of(pool, {})])
+    except AdmissionError as exc:
+        return [Problem(Reason.INVALID_QUOTA, f"spec.quotas: {exc}: fix the pool's quotas")]
+    problems = [
+        Problem(
+            Reason.FLAVOR_NOT_FOUND,
+            f"ResourceFlavor {quotas.flavor} not found: create it or remove it from spec.quotas",
+        )
+        for quotas in pool.spec.quotas or ()
+        if quotas.flavor not in flavors
+    ]
+    try:
+        model.build_scenario(cohorts=[cohort_of(c) for c in cohorts], pools=[pool_of(pool, {})])
+    except AdmissionError as exc:
+        problems.append(
+            Problem(
+                Reason.INVALID_COHORT,
+                f"the Cohorts cannot be read ({exc}): no workload is admitted until they are fixed",
+            )
+        )
+    return problems
+
+
+def plan_pool_status(
+    pool: ResourcePool,
+    usage: Mapping[str, Any],
+    problems: Sequence[Problem],
+    *,
+    now: datetime,
+) -> StatusPatch[ResourcePoolStatus]:
+    """The pool's whole status: `usage` (its entry of `plan_pool_statuses`) and the Active
+    condition from `problems` (`find_pool_problems`)."""
+    generation = generation_of(pool.metadata)
+    known = pool.status.conditions if pool.status is not None else None
+    condition = conditions_at(now, known, PoolCondition, generation=generation)
+    if problems:
+        messages = "; ".join(p.message for p in problems)
+        active = condition("Active", problems[0].reason, messages, is_true=False)
+    else:
+        can = "quotas valid, every flavor found: admits workloads"
+        active = condition("Active", Reason.POOL_READY, can, is_true=True)
+    counts = typeinfo.convert(usage, ResourcePoolStatus)
+    status = msgspec.structs.replace(counts, conditions=[active], observed_generation=generation)
+    return StatusPatch.of(status, _PASS_OWNS)

@@ -5,12 +5,13 @@ requests in milli-units). A ResourcePool's quotas and preemption are the engine'
 already, so they are handed over as decoded; only what is the API's own is translated (the
 name from metadata, the namespaceSelector as the namespaces it selects). Shared by the
 cluster's admission pass (`admission`) and the offline what-if (`whatif`), so both describe
-quota the same way.
+quota the same way; and what a pool lends its cohort (`lent`), which the pools' status and the
+waiting actors' messages both tell.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from asya.admission import model
@@ -111,3 +112,45 @@ def cohort_of(cohort: Cohort) -> model.Cohort:
         parent=cohort.spec.parent,
         quotas=tuple(cohort.spec.quotas or ()),
     )
+
+
+Usage = dict[tuple[str, str], int]
+"""(flavor, resource) -> milli-units."""
+
+
+def nominal(pool: ResourcePool) -> Usage:
+    """The pool's nominal quota per flavor and resource."""
+    return {
+        (flavor.flavor, quota.name): parse_quantity(quota.nominal)
+        for flavor in pool.spec.quotas or ()
+        for quota in flavor.resources
+    }
+
+
+def lent(
+    pools: Sequence[ResourcePool], usage: Mapping[str, Mapping[tuple[str, str], int]]
+) -> dict[str, Usage]:
+    """Each pool's (by name) unused nominal quota that pools of its cohort use, given what each
+    pool's admitted workloads use (`usage`): what those pools use above their nominal quota,
+    counted against the lenders in the cohort's pool order (the engine does not say whose
+    unused quota a borrower uses)."""
+    given: dict[str, Usage] = {str(p.metadata["name"]): {} for p in pools}
+    cohorts: dict[str, list[ResourcePool]] = {}
+    for pool in pools:
+        if pool.spec.cohort is not None:
+            cohorts.setdefault(pool.spec.cohort, []).append(pool)
+    for members in cohorts.values():
+        wanted: Usage = {}
+        for pool in members:
+            own, used = nominal(pool), usage.get(str(pool.metadata["name"]), {})
+            for key, value in used.items():
+                wanted[key] = wanted.get(key, 0) + max(0, value - own.get(key, 0))
+        for pool in members:
+            name = str(pool.metadata["name"])
+            used = usage.get(name, {})
+            for key, own_value in nominal(pool).items():
+                lends = min(max(0, own_value - used.get(key, 0)), wanted.get(key, 0))
+                if lends:
+                    given[name][key] = lends
+                    wanted[key] -= lends
+    return given

@@ -51,8 +51,8 @@ class StatusPatch(Generic[S]):
 
     def changed(self, before: S | None) -> bool:
         """Whether writing this says anything `before` (the status as stored) does not: the
-        owned fields compared, conditions by type, status, reason and message (their
-        transition times aside)."""
+        owned fields compared, conditions by type, status, reason, message and the generation
+        they were set from (their transition times aside)."""
         return before is None or self._essence(self.status) != self._essence(before)
 
     def _essence(self, status: S) -> dict[str, Any]:
@@ -60,7 +60,10 @@ class StatusPatch(Generic[S]):
         for name in sorted(self.fields):
             value = getattr(status, name)
             if name == "conditions":
-                essence[name] = sorted((c.type, c.status, c.reason, c.message) for c in value or ())
+                essence[name] = sorted(
+                    (c.type, c.status, c.reason, c.message, c.observed_generation or 0)
+                    for c in value or ()
+                )
             else:
                 essence[name] = _without_none(msgspec.to_builtins(value))
         return essence

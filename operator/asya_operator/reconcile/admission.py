@@ -9,7 +9,8 @@ one at a time. A pass:
 2. moves each group's instances on (`instances.before_pass`: readiness timeouts, requeues);
 3. asks the engine (`plans.admission.admit`) for every pooled actor's replicas and every pooled
    group's pending instances, and records its decisions (`instances.after_pass`);
-4. writes each pool's status;
+4. writes each pool's status (usage, and whether it is Active: its flavors found, its quotas
+   and the cohorts valid);
 5. carries the decisions out, shrinking first: an actor or group being deleted, an actor losing
    replicas and an instance losing its quota are scaled away before anything grows, so what
    runs never exceeds the quota (a preempted pod drains: its sidecar gives its envelopes back
@@ -35,12 +36,11 @@ from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequen
 from datetime import UTC, datetime
 from typing import Final
 
-from asya import typeinfo
 from asya_operator import metrics
 from asya_operator.api.actor import AsyncActor
 from asya_operator.api.group import HOLDING, ActorGroup, InstanceStatus, held, known_instances
 from asya_operator.api.metadata import actor_name
-from asya_operator.api.pool import ResourcePool, ResourcePoolStatus
+from asya_operator.api.pool import ResourcePool
 from asya_operator.config import OperatorConfig
 from asya_operator.kube import AdmissionWorld, Kube, MemberPods
 from asya_operator.plans import instances
@@ -56,10 +56,13 @@ from asya_operator.plans.conditions import newly_true
 from asya_operator.plans.group_objects import plan_group, service_name
 from asya_operator.plans.group_status import find_group_problems, plan_group_status
 from asya_operator.plans.instances import Change, Happened
-from asya_operator.plans.pool_status import plan_pool_statuses
+from asya_operator.plans.pool_status import (
+    find_pool_problems,
+    plan_pool_status,
+    plan_pool_statuses,
+)
 from asya_operator.plans.pools import with_effective_pool
 from asya_operator.plans.scaling import admitted_replicas, desired_replicas
-from asya_operator.plans.statuses import StatusPatch
 from asya_operator.plans.workloads import ActorAdmission, Decisions, PooledActor, PooledGroup
 
 _log = logging.getLogger(__name__)
@@ -68,9 +71,6 @@ Key = tuple[str, str]
 """(namespace, name) of an AsyncActor or an ActorGroup."""
 
 _WARNINGS: Final = frozenset({Happened.PREEMPTED, Happened.EVICTED, Happened.DEACTIVATED})
-
-_POOL_STATUS_FIELDS: Final = ("flavors_usage", "admitted_workloads", "pending_workloads")
-"""What a pass writes of a pool's status."""
 
 _LATE_S: Final = 0.05
 """How late an alarm rings: a little late rather than early, since the monotonic clock the
@@ -193,7 +193,7 @@ class AdmissionLoop:
             key = (pooled_group.namespace, pooled_group.name)
             states[key], after = instances.after_pass(states[key], decided.groups[key], now)
             changes[key] += after
-        await self._write_pool_statuses(world.pools, pooled, pooled_groups, decided)
+        await self._write_pool_statuses(world, pooled, pooled_groups, decided, now)
         groups = {(ns, g.metadata["name"]): g for ns, g in world.groups}
         # Shrinking first: a preemptor's pods never start before its victim's are scaled away,
         # nor a deleted actor's or group's quota taken before its pods are.
@@ -210,17 +210,21 @@ class AdmissionLoop:
 
     async def _write_pool_statuses(
         self,
-        pools: Sequence[ResourcePool],
+        world: AdmissionWorld,
         pooled: Sequence[PooledActor],
         groups: Sequence[PooledGroup],
         decided: Decisions,
+        now: float,
     ) -> None:
-        planned = plan_pool_statuses(pools, pooled, groups, decided)
+        planned = plan_pool_statuses(world.pools, pooled, groups, decided)
         metrics.record_pools(planned)
-        for pool in pools:
+        named = {q.flavor for pool in world.pools for q in pool.spec.quotas or ()}
+        flavors = await self._kube.read_flavors(named)
+        at = datetime.fromtimestamp(now, UTC)
+        for pool in world.pools:
             name = str(pool.metadata["name"])
-            status = typeinfo.convert(planned[name], ResourcePoolStatus)
-            patch = StatusPatch.of(status, _POOL_STATUS_FIELDS)
+            problems = find_pool_problems(pool, set(flavors), world.cohorts)
+            patch = plan_pool_status(pool, planned[name], problems, now=at)
             if patch.changed(pool.status):
                 await self._kube.patch_status(ResourcePool, None, name, patch)
 
