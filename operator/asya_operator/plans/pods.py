@@ -374,8 +374,9 @@ def pod_template(
 ) -> dict[str, Any]:
     """The pod template of an actor's pods: `pod_spec` with the security context, termination
     grace (the drain `grace_s`, default: the operator's, plus the margin) and metrics
-    annotations every pod the operator makes has; `extra_labels` and `extra_annotations` under the operator's
-    (on a key both set, the operator's wins: its selectors are built on its labels)."""
+    annotations every pod the operator makes has; `extra_labels` and `extra_annotations` under
+    the operator's (on a key both set, the operator's wins: its selectors are built on its
+    labels)."""
     annotations = {
         # The sidecar's /metrics, for Prometheus setups that scrape by annotation
         # (the operator chart's PodMonitor selects the pods by label instead).
