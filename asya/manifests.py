@@ -10,6 +10,14 @@ other than asya's default. A field left out takes the CRD's default, which is th
 What a decorator cannot say (the image, a flavor, env, the broker Secret) comes from
 `render_values`' arguments or an overlay merged over the result (`merge_overlay`).
 
+What render writes, the cluster takes: the few decorator values that `@actor` accepts but the
+AsyncActor CRD refuses (a pool that is no Kubernetes object name, a retry whose base delay is
+above its longest) are refused here, in the decorator's words. asya never imports the
+operator, so the CRD's rules are not read here; a test checks every entry render writes with
+the operator's own check of a submitted CR, and holds the two to one verdict. An overlay's
+values are the user's: Helm checks them against the chart's generated `values.schema.json`,
+and `asya-operator plan` checks the objects Helm makes of them against the CRDs.
+
 Pure: no I/O; `asya.cli.render` reads the app and writes the file.
 """
 
@@ -17,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -45,8 +54,14 @@ _RETRY_FIELDS: Final = (
 )
 
 
+# A ResourcePool's name, as Kubernetes names objects (a DNS-1123 subdomain).
+_OBJECT_NAME: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_OBJECT_NAME_MAX_LENGTH: Final = 253
+
+
 class RenderError(AsyaError):
-    """The actors cannot be written as chart values (a bad overlay, an empty image)."""
+    """The actors cannot be written as chart values (a bad overlay, an empty image, a decorator
+    value the cluster would refuse)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,12 +83,16 @@ def render_values(
     (polling to at least 1 s) and reported, so the caller can say so.
 
     Raises:
-        RenderError: `image` is empty.
+        RenderError: `image` is empty, or an actor's decorator says what the cluster refuses.
     """
     if not image.strip():
         raise RenderError("--image is empty: give the image holding the actors' code")
     rounded: list[Rounded] = []
-    actors = {spec.name: _actor_values(spec, rounded) for spec in sorted(specs, key=_name)}
+    actors = {}
+    for spec in sorted(specs, key=_name):
+        _check_for_the_cluster(spec)
+        actors[spec.name], rounded_here = actor_entry(spec)
+        rounded += rounded_here
     values: dict[str, Any] = {"image": image}
     if namespace:
         values["namespace"] = namespace
@@ -85,7 +104,31 @@ def _name(spec: ActorSpec) -> str:
     return spec.name
 
 
-def _actor_values(spec: ActorSpec, rounded: list[Rounded]) -> dict[str, Any]:
+def _check_for_the_cluster(spec: ActorSpec) -> None:
+    """Raises: RenderError: a decorator value `@actor` takes and the AsyncActor CRD refuses."""
+    where = f"actor {spec.name}"
+    if spec.pool is not None and (
+        len(spec.pool) > _OBJECT_NAME_MAX_LENGTH or not _OBJECT_NAME.fullmatch(spec.pool)
+    ):
+        raise RenderError(
+            f"{where}: pool {spec.pool!r} is not a ResourcePool's name, which Kubernetes"
+            " gives objects: lowercase letters, digits, '-' and '.', at most"
+            f" {_OBJECT_NAME_MAX_LENGTH}, starting and ending with a letter or digit; fix"
+            " @actor(pool=...)"
+        )
+    retry = spec.retry
+    if retry.base_delay_ms > retry.max_delay_ms:
+        raise RenderError(
+            f"{where}: retry.baseDelayMs ({retry.base_delay_ms}) is above retry.maxDelayMs"
+            f" ({retry.max_delay_ms}), which the AsyncActor CRD refuses: raise max_delay_ms or"
+            " lower base_delay_ms in @actor(retry=RetryPolicy(...))"
+        )
+
+
+def actor_entry(spec: ActorSpec) -> tuple[dict[str, Any], list[Rounded]]:
+    """The actor's entry under `actors` (unchecked: `render_values` checks it first), and the
+    values rounded on the way."""
+    rounded: list[Rounded] = []
     entry: dict[str, Any] = {"handler": spec.ref}
     scaling = _changed(spec.scaling, _SCALING, _SCALING_FIELDS)
     for field, key, minimum in (
@@ -122,7 +165,7 @@ def _actor_values(spec: ActorSpec, rounded: list[Rounded]) -> dict[str, Any]:
         entry["pool"] = spec.pool
     if spec.priority != _DEFAULTS.priority:
         entry["priority"] = spec.priority
-    return entry
+    return entry, rounded
 
 
 def _changed(value: object, default: object, fields: tuple[tuple[str, str], ...]) -> dict[str, Any]:

@@ -30,7 +30,9 @@ _DESCRIPTION = (
     " concurrency, batch, pool, priority). Fields the decorator leaves at asya's defaults are"
     " left out: the chart's CRDs default them to the same numbers. What a decorator cannot say"
     " (flavor, env, the broker Secret, per-actor images) goes in --values-overlay, a YAML file"
-    " merged over the result as Helm merges values files. Then:"
+    " merged over the result as Helm merges values files. A decorator value the AsyncActor"
+    " CRD would refuse (a pool that is no Kubernetes object name, a retry base delay above its"
+    " longest) exits 2 naming the actor, the field and the fix. Then:"
     " helm install NAME charts/asya-pipeline -f values.yaml"
 )
 

@@ -3,8 +3,9 @@
 `asya-operator plan FILE.yaml...` reads asya's CRs from the files (multi-document YAML), and
 prints as YAML every object the operator would create for them: a platform engineer's dry run,
 with no cluster. When the files hold ResourcePools, it then prints, as YAML comments, the
-admission what-if for them (`asya_operator.plans.whatif`). Exits 2 with one line naming the file
-and what is wrong when a CR is bad.
+admission what-if for them (`asya_operator.plans.whatif`). Each CR is checked as the API server
+would check it on `kubectl apply` (`asya_operator.plans.files`); a bad one exits 2 with one line
+naming the file, the object, the field and what to fix.
 
 `asya-operator run [--namespace NS] [--verbose]` runs the controller
 (`asya_operator.handlers`) with kopf until interrupted: in a pod with its service account,
@@ -44,7 +45,9 @@ _PLAN_HELP = (
     " hold ResourcePools (with Cohorts, ActorGroups, Namespaces), the admission what-if"
     " follows as YAML comments: which AsyncActors and ActorGroup instances the pools would"
     " admit if every queue asked for its most, with which flavor and count, which would be"
-    " preempted, and why the rest would wait."
+    " preempted, and why the rest would wait. Each CR is first checked as the API server"
+    " checks it on kubectl apply (unknown fields, the CRD's schema and CEL rules); a bad one"
+    " exits 2 naming the field and the fix."
 )
 
 
@@ -98,7 +101,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"asya-operator run: {exc}", file=sys.stderr)
         return 2
     configure_logging(process, verbose=args.verbose)
-    registry = build(config).registry
+    registry = build(config, namespace=args.namespace).registry
     # A registry of its own gets none of kopf's default login handlers: the client's config.
     kopf.on.login(registry=registry)(kopf.login_via_client)
     namespaces = [args.namespace] if args.namespace else []

@@ -57,6 +57,10 @@ class OperatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     recheck_s: float = 30.0
     """Seconds between checks of an actor left Degraded (its Secret or flavor missing) or whose
     queues could not be declared: it recovers this long at most after the cause is fixed."""
+    require_pool_for_accelerators: bool = False
+    """Refuse an AsyncActor or ActorGroup that asks for GPUs and has no pool (neither
+    `spec.pool` nor its namespace's `asya.sh/default-pool` label): it is Degraded
+    (PoolRequired) and nothing is applied for it, so no GPU runs outside quota."""
 
 
 def operator_env_var(field_name: str) -> str:

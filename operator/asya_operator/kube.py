@@ -46,6 +46,7 @@ from asya_operator.api.metadata import (
 from asya_operator.api.pool import Cohort, ResourcePool
 from asya_operator.api.template import GROUP, VERSION
 from asya_operator.plans.pods import placement_flavor
+from asya_operator.plans.pools import DEFAULT_POOL_LABEL, with_effective_pool
 from asya_operator.plans.statuses import StatusPatch
 
 T = TypeVar("T")
@@ -147,20 +148,30 @@ class AdmissionWorld:
     pools: list[ResourcePool]
     cohorts: list[Cohort]
     actors: list[tuple[str, AsyncActor]]
-    """(namespace, actor) for each AsyncActor with a pool that is not being deleted."""
+    """(namespace, actor) for each AsyncActor with a pool, its own or its namespace's default
+    (set in `spec.pool`), that is not being deleted."""
     groups: list[tuple[str, ActorGroup]]
-    """(namespace, group) for each ActorGroup that is not being deleted."""
+    """(namespace, group) for each ActorGroup that is not being deleted, with its effective
+    pool in `spec.pool`."""
     group_pods: dict[tuple[str, str], list[MemberPods]]
     """(namespace, group) -> the StatefulSets the operator made for it."""
     namespace_labels: dict[str, dict[str, str]]
     """The labels of those actors' and groups' namespaces ({} for one that cannot be read)."""
     leaving: list[tuple[str, str, str]]
-    """(kind, namespace, name) of every AsyncActor and ActorGroup with a pool being deleted:
-    out of every pass, though their pods run until their objects go."""
+    """(kind, namespace, name) of every AsyncActor and ActorGroup with a pool (its own or its
+    namespace's default) being deleted: out of every pass, though their pods run until their
+    objects go."""
 
 
 class Kube:
-    """The cluster, as the operator reads and writes it (see the module docstring)."""
+    """The cluster, as the operator reads and writes it (see the module docstring).
+
+    `namespace` is the one namespace the operator watches (None: every namespace): admission
+    then decides over that namespace's actors and groups only, as a namespaced operator may
+    neither read nor write another's (its pools are to be its own; docs/kubernetes.md)."""
+
+    def __init__(self, namespace: str | None = None) -> None:
+        self._namespace = namespace
 
     async def connect(self) -> None:
         """Point the official client at the cluster: in a pod its service account, else the
@@ -196,6 +207,10 @@ class Kube:
         """The names of the namespace's AsyncActors."""
         return await self._call(_actor_names, namespace)
 
+    async def namespace_labels(self, namespace: str) -> dict[str, str]:
+        """The labels of the Namespace `namespace` ({} when it cannot be read)."""
+        return await self._call(_namespace_labels, namespace)
+
     async def world(self, owner: AsyncActor | ActorGroup, namespace: str) -> World:
         """What `owner` needs, as the cluster holds it now (an ActorGroup has no flavor of its
         own, and no Deployment)."""
@@ -203,8 +218,10 @@ class Kube:
 
     async def admission_world(self) -> AdmissionWorld:
         """Every ResourcePool and Cohort, every AsyncActor with a pool and every ActorGroup
-        (with its StatefulSets), cluster-wide."""
-        return await self._call(_read_admission_world)
+        (with its StatefulSets), cluster-wide, or in the watched namespace; each with its
+        effective pool in `spec.pool` (its namespace's default pool where it names none:
+        `pools.with_effective_pool`)."""
+        return await self._call(_read_admission_world, self._namespace)
 
     async def apply(self, bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """Create or update each of `bodies` (Deployments, StatefulSets, Services, KEDA
@@ -344,39 +361,50 @@ def _read_world(api: ApiClient, owner: AsyncActor | ActorGroup, namespace: str) 
     )
 
 
-def _read_admission_world(api: ApiClient) -> AdmissionWorld:
+def _read_admission_world(api: ApiClient, namespace: str | None) -> AdmissionWorld:
     def live(kind: str) -> list[dict[str, Any]]:
-        return [i for i in _list(api, KINDS[kind]) if not _is_leaving(i)]
+        scope = namespace if KINDS[kind].namespaced else None
+        return [i for i in _list(api, KINDS[kind], scope) if not _is_leaving(i)]
 
-    all_actors, all_groups = _list(api, KINDS["AsyncActor"]), _list(api, KINDS["ActorGroup"])
-    pooled = [item for item in all_actors if _has_pool(item) and not _is_leaving(item)]
-    actors = [(str(a.metadata["namespace"]), a) for a in decodable(pooled, AsyncActor)]
+    all_actors = _list(api, KINDS["AsyncActor"], namespace)
+    all_groups = _list(api, KINDS["ActorGroup"], namespace)
+    spaces = {str(i["metadata"]["namespace"]) for i in (*all_actors, *all_groups)}
+    labels = {ns: _namespace_labels(api, ns) for ns in spaces}
+
+    def has_pool(item: Mapping[str, Any]) -> bool:
+        # Its own pool, or its namespace's default (`pools.effective_pool`).
+        spec, namespace = item.get("spec") or {}, str(item["metadata"]["namespace"])
+        return bool(spec.get("pool") or labels[namespace].get(DEFAULT_POOL_LABEL))
+
+    pooled = [item for item in all_actors if has_pool(item) and not _is_leaving(item)]
+    actors = [
+        (str(a.metadata["namespace"]), with_effective_pool(a, labels[a.metadata["namespace"]]))
+        for a in decodable(pooled, AsyncActor)
+    ]
     live_groups = [item for item in all_groups if not _is_leaving(item)]
-    groups = [(str(g.metadata["namespace"]), g) for g in decodable(live_groups, ActorGroup)]
+    groups = [
+        (str(g.metadata["namespace"]), with_effective_pool(g, labels[g.metadata["namespace"]]))
+        for g in decodable(live_groups, ActorGroup)
+    ]
     leaving = [
         (kind, str(item["metadata"]["namespace"]), str(item["metadata"]["name"]))
         for kind, items in (("AsyncActor", all_actors), ("ActorGroup", all_groups))
         for item in items
-        if _is_leaving(item) and _has_pool(item)
+        if _is_leaving(item) and has_pool(item)
     ]
-    spaces = {ns for ns, _ in actors} | {ns for ns, _ in groups}
     return AdmissionWorld(
         pools=decodable(live("ResourcePool"), ResourcePool),
         cohorts=decodable(live("Cohort"), Cohort),
         actors=actors,
         groups=groups,
         group_pods=_group_pods(live("StatefulSet")),
-        namespace_labels={ns: _namespace_labels(api, ns) for ns in spaces},
+        namespace_labels={ns: labels[ns] for ns, _ in (*actors, *groups)},
         leaving=leaving,
     )
 
 
 def _is_leaving(item: Mapping[str, Any]) -> bool:
     return bool(item.get("metadata", {}).get("deletionTimestamp"))
-
-
-def _has_pool(item: Mapping[str, Any]) -> bool:
-    return bool(item.get("spec", {}).get("pool"))
 
 
 def _ours(item: Mapping[str, Any]) -> bool:

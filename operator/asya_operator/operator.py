@@ -50,10 +50,15 @@ class Operator:
         await self.admission.stop()
 
 
-def build(config: OperatorConfig, *, clock: Callable[[], float] = time.time) -> Operator:
-    """The operator for `config`, its handlers on `Operator.registry`; `clock` is the
-    admission loop's (Unix seconds)."""
-    kube = Kube()
+def build(
+    config: OperatorConfig,
+    *,
+    namespace: str | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Operator:
+    """The operator for `config`, its handlers on `Operator.registry`: watching `namespace`
+    only, or every namespace (None); `clock` is the admission loop's (Unix seconds)."""
+    kube = Kube(namespace)
     admission = AdmissionLoop(kube, config, clock=clock)
     actors = ActorReconciler(
         kube, config, settle=admission.settle, between_passes=admission.between_passes

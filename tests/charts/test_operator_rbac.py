@@ -4,10 +4,10 @@
 What the operator calls, read from its code: kopf watches AsyncActors, ActorGroups, their
 Deployments and StatefulSets and Secrets in the namespaces it serves (`asya-operator run
 --namespace`), and always ResourcePools, Cohorts (cluster-scoped), CRDs and namespaces
-(`kopf._core.reactor.observation`). The admission pass (`cluster.read_admission_world`) lists
-every AsyncActor, ActorGroup and StatefulSet cluster-wide, because pools are cluster-wide, and
-reads the labels of their namespaces. kopf posts the Events of a cluster-scoped object (a pool)
-in its own namespace.
+(`kopf._core.reactor.observation`). The admission pass (`kube.Kube.admission_world`) lists the
+AsyncActors, ActorGroups and StatefulSets of the namespaces it serves (every one, or the watched
+one), and reads the labels of their namespaces. kopf posts the Events of a cluster-scoped object
+(a pool) in its own namespace.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ Rule = tuple[str, str, str]
 
 WATCHED = "team-a"
 
-# Cluster-scoped kinds, and the admission pass's cluster-wide lists: the ClusterRole of an
-# operator that watches one namespace holds these and nothing else.
+# Cluster-scoped kinds: the ClusterRole of an operator that watches one namespace holds these
+# and nothing else.
 CLUSTER_WIDE: set[Rule] = {
     ("asya.sh", "resourceflavors", "get"),
     ("asya.sh", "resourcepools", "list"),
@@ -41,9 +41,6 @@ CLUSTER_WIDE: set[Rule] = {
     ("asya.sh", "resourcepools/status", "patch"),
     ("asya.sh", "cohorts", "list"),
     ("asya.sh", "cohorts", "watch"),
-    ("asya.sh", "asyncactors", "list"),
-    ("asya.sh", "actorgroups", "list"),
-    ("apps", "statefulsets", "list"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
     ("", "namespaces", "get"),

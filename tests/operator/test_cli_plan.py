@@ -138,11 +138,13 @@ def test_documents_that_are_not_asya_crs_are_passed_over(capsys, tmp_path):
     [
         (
             ACTOR.format(name="one") + "  scaling:\n    maxReplicas: 0\n",
-            "document 1 (AsyncActor/one): Expected `int` >= 1 - at `$.spec.scaling.maxReplicas`",
+            "document 1: AsyncActor one cannot be used: Expected `int` >= 1 - at"
+            " `$.spec.scaling.maxReplicas`",
         ),
         (
             ACTOR.format(name="one").replace("  handler: app.text:normalize\n", ""),
-            "document 1 (AsyncActor/one): Object missing required field `handler` - at `$.spec`",
+            "document 1: AsyncActor one cannot be used: Object missing required field `handler` -"
+            " at `$.spec`",
         ),
         (
             ACTOR.format(name="one") + "  flavor: a100\n",
@@ -152,7 +154,11 @@ def test_documents_that_are_not_asya_crs_are_passed_over(capsys, tmp_path):
             ACTOR.format(name="one").replace("kind: AsyncActor", "kind: AsyncActr"),
             "document 1: asya.sh/v1alpha1 AsyncActr is not an asya CR",
         ),
-        (ACTOR.format(name="Bad_Name"), "AsyncActor/Bad_Name: metadata.name is the actor's name"),
+        (
+            ACTOR.format(name="Bad_Name"),
+            "document 1: AsyncActor Bad_Name breaks its CRD's rules: <root>: metadata.name is the"
+            " actor's name",
+        ),
         (ACTOR.format(name="happy-end"), "AsyncActor/happy-end: happy-end is an end actor"),
         (
             ACTOR.format(name="one") + "---\n" + ACTOR.format(name="one"),

@@ -243,6 +243,8 @@ async def test_a_group_whose_secret_is_deleted_is_degraded_naming_it_and_recover
     )
     assert condition_of(degraded, "Degraded")["reason"] == "SecretNotFound"
     assert "asya-broker" in condition_of(degraded, "Degraded")["message"]
+    # A Warning Event says so, posted before the status
+    assert ("Warning", "SecretNotFound") in [e[:2] for e in await events_of(world, "train")]
 
     await world.create_secret("asya-broker", broker_secret)
 

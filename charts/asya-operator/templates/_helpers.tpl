@@ -53,7 +53,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
   resources: ["resourcepools/status"]
   verbs: ["patch"]
 # kopf discovers the resources it serves, and namespaces (a pool's namespaceSelector
-# matches a namespace's labels; kopf lists namespaces to find those it serves).
+# matches a namespace's labels, as does its asya.sh/default-pool label; kopf lists
+# namespaces to find those it serves).
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]

@@ -21,9 +21,12 @@ from asya_operator.plans.conditions import (
     Problem,
     Reason,
     conditions_at,
+    newly_true,
     secret_problems,
 )
 from asya_operator.plans.pods import placement_flavor
+from asya_operator.plans.pools import DEFAULT_POOL_LABEL, gpus_per_replica
+from asya_operator.plans.quota import GPU_RESOURCE
 from asya_operator.plans.scaling import desired_replicas, running_replicas
 from asya_operator.plans.statuses import StatusPatch
 from asya_operator.plans.workloads import ActorAdmission
@@ -39,14 +42,26 @@ def find_problems(
     *,
     secret_keys: Collection[str] | None,
     flavor: ResourceFlavor | None,
+    pool_required: bool = False,
 ) -> list[Problem]:
-    """What `actor` needs and lacks: its broker Secret (or a key of it), its flavor.
+    """What `actor` needs and lacks: its broker Secret (or a key of it), its flavor, and with
+    `pool_required` (the operator's `require_pool_for_accelerators`) a pool if it asks for GPUs.
 
-    `secret_keys` are the keys of the Secret `spec.broker.secretName` (None: no such Secret);
-    `flavor` is the ResourceFlavor the actor is placed by (`placement_flavor`) as found (None:
-    not found, or none).
+    `actor` has its effective pool (`pools.with_effective_pool`); `secret_keys` are the keys of
+    the Secret `spec.broker.secretName` (None: no such Secret); `flavor` is the ResourceFlavor
+    the actor is placed by (`placement_flavor`) as found (None: not found, or none).
     """
     problems = secret_problems(namespace, actor.spec.broker.secret_name, secret_keys)
+    gpus = gpus_per_replica(actor)
+    if pool_required and gpus and actor.spec.pool is None:
+        problems.append(
+            Problem(
+                Reason.POOL_REQUIRED,
+                f"asks for {gpus} {GPU_RESOURCE} per replica and has no pool, and this operator"
+                " runs GPUs only under a pool's quota: set spec.pool, or label namespace"
+                f" {namespace} {DEFAULT_POOL_LABEL}=<pool>",
+            )
+        )
     wanted = placement_flavor(actor)
     if wanted is not None and flavor is None:
         problems.append(
@@ -77,14 +92,8 @@ def kept_problems(actor: AsyncActor) -> list[Problem]:
 def newly_degraded(actor: AsyncActor, patch: StatusPatch[AsyncActorStatus]) -> Condition | None:
     """The Degraded condition of `patch` if it says something `actor`'s did not (Degraded
     now, or for another reason): a Warning Event to post. None otherwise."""
-    known = {c.type: c for c in (actor.status.conditions if actor.status else None) or ()}
-    for condition in patch.status.conditions or ():
-        if condition.type != "Degraded" or condition.status != "True":
-            continue
-        before = known.get("Degraded")
-        if before is None or (before.status, before.reason) != ("True", condition.reason):
-            return condition
-    return None
+    known = actor.status.conditions if actor.status else None
+    return newly_true("Degraded", known, patch.status.conditions)
 
 
 _OBSERVED: Final = frozenset({"replicas", "ready_replicas", "selector", "conditions"})

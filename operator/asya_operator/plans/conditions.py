@@ -46,6 +46,7 @@ class Reason(enum.StrEnum):
     NAME_TAKEN = "NameTaken"
     RECONCILING = "Reconciling"
     INVALID_SPEC = "InvalidSpec"
+    POOL_REQUIRED = "PoolRequired"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,3 +110,15 @@ def conditions_at(
         )
 
     return make
+
+
+def newly_true(type_: str, known: Sequence[Condition] | None, now: Sequence[C] | None) -> C | None:
+    """The condition `type_` of `now` if it is True and says something `known`'s did not (True
+    now, or for another reason): worth a Warning Event. None otherwise."""
+    before = {c.type: c for c in known or ()}.get(type_)
+    for condition in now or ():
+        if condition.type != type_ or condition.status != "True":
+            continue
+        if before is None or (before.status, before.reason) != ("True", condition.reason):
+            return condition
+    return None

@@ -3,27 +3,27 @@
 Pure: documents (already parsed from YAML, each with where it came from) in, typed CRs and then
 the planned objects out. No cluster is asked anything, so what a cluster would hold is taken
 from the documents: a flavor must be among them (ResourceFlavors are cluster-wide), and the
-broker Secrets are assumed to exist. A bad document is a `CrError` naming the file, the
-document and what to fix. An ActorGroup's objects are planned for each instance it asks for
-(`desired_instances`) at full size (on a cluster, admission decides how many run);
-ResourcePools, Cohorts and Namespaces are read too, and `asya_operator.plans.whatif` turns them and
-the pooled actors and groups into the admission what-if.
+broker Secrets are assumed to exist. Each CR is checked as the API server would check it on
+`kubectl apply` (`asya_operator.api.decoding.decode_submitted`: fields the CRD does not know,
+the schema's types and bounds, the CEL rules, all read from the model the CRDs are generated
+from), so a file `plan` takes is one the cluster takes. A bad document is a `CrError` naming
+the file, the document, the object, the field and what to fix. An ActorGroup's objects are
+planned for each instance it asks for (`desired_instances`) at full size (on a cluster,
+admission decides how many run); ResourcePools, Cohorts and Namespaces are read too, and
+`asya_operator.plans.whatif` turns them and the pooled actors and groups into the admission
+what-if.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterable
 from typing import Any
 
-import msgspec
-
-from asya import typeinfo
-from asya.envelope import ACTOR_NAME_MAX_LENGTH, ACTOR_NAME_PATTERN
 from asya.errors import AsyaError
 from asya.routing import END_ACTORS
 from asya_operator.api.actor import AsyncActor
+from asya_operator.api.decoding import StoredSpecError, decode_submitted, namespace_problem
 from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.group import ActorGroup
 from asya_operator.api.metadata import actor_name, actor_namespace
@@ -87,23 +87,27 @@ def _decode(doc: Document) -> _Cr | None:
     if not isinstance(name, str) or not name:
         raise CrError(f"{doc.source}: {kind} without metadata.name: give it a name")
     try:
-        return typeinfo.convert(body, _MODELS[kind])
-    except msgspec.ValidationError as exc:
-        raise CrError(f"{doc.source} ({kind}/{name}): {exc}") from exc
+        return decode_submitted(body, _MODELS[kind])
+    except StoredSpecError as exc:
+        raise CrError(f"{doc.source}: {exc}") from exc
 
 
 def _check_actor_name(source: str, name: str) -> None:
-    if len(name) > ACTOR_NAME_MAX_LENGTH or not re.fullmatch(ACTOR_NAME_PATTERN, name):
-        raise CrError(
-            f"{source}: AsyncActor/{name}: metadata.name is the actor's name: at most"
-            f" {ACTOR_NAME_MAX_LENGTH} lowercase letters, digits and '-', starting and ending"
-            " with a letter or digit"
-        )
+    # The name's form is a CEL rule of the CRD (checked by the decode); this one is the
+    # operator's: the end actors' names are taken in every namespace.
     if name in END_ACTORS:
         raise CrError(
             f"{source}: AsyncActor/{name}: {name} is an end actor, which the operator makes"
             " for every namespace: give the actor another name"
         )
+
+
+def _check_namespace(source: str, what: str, metadata: dict[str, Any]) -> None:
+    # The namespace the CR names (the --namespace option's is the caller's to check).
+    namespace = metadata.get("namespace")
+    problem = namespace_problem(namespace) if isinstance(namespace, str) else None
+    if problem is not None:
+        raise CrError(f"{source}: {what}: {problem}; name an existing namespace")
 
 
 def _namespace_labels(body: Any) -> tuple[str, dict[str, str]] | None:
@@ -139,11 +143,13 @@ class _Reader:
             self.crs.cohorts[self._once(doc, "Cohort", "", cr.metadata["name"])] = cr
         elif isinstance(cr, ActorGroup):
             namespace = self._namespace(cr.metadata)
+            _check_namespace(doc.source, f"ActorGroup {cr.metadata['name']}", cr.metadata)
             self._once(doc, "ActorGroup", namespace, cr.metadata["name"])
             self.crs.groups.append((namespace, cr))
         elif isinstance(cr, AsyncActor):
             name, namespace = actor_name(cr), actor_namespace(cr, self.default_namespace)
             _check_actor_name(doc.source, name)
+            _check_namespace(doc.source, f"AsyncActor {name}", cr.metadata)
             self._once(doc, "AsyncActor", namespace, name)
             self.crs.actors.append((namespace, cr))
 

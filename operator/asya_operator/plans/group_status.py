@@ -32,6 +32,8 @@ from asya_operator.api.group import (
 )
 from asya_operator.api.metadata import group_selector
 from asya_operator.plans.conditions import Problem, Reason, conditions_at, secret_problems
+from asya_operator.plans.pools import DEFAULT_POOL_LABEL, gpus_per_instance
+from asya_operator.plans.quota import GPU_RESOURCE
 from asya_operator.plans.statuses import StatusPatch
 
 
@@ -42,14 +44,26 @@ def find_group_problems(
     secret_keys: Collection[str] | None,
     missing_flavors: Collection[str],
     actor_names: Collection[str],
+    pool_required: bool = False,
 ) -> list[Problem]:
     """What `group` needs and lacks: its broker Secret (or a key of it), the flavors its
-    members are placed by, and member actor names no AsyncActor of the namespace has.
+    members are placed by, member actor names no AsyncActor of the namespace has, and with
+    `pool_required` (the operator's `require_pool_for_accelerators`) a pool if it asks for GPUs.
 
-    `secret_keys` are the Secret's keys (None: no such Secret); `actor_names` are the
-    namespace's AsyncActors.
+    `group` has its effective pool (`pools.with_effective_pool`); `secret_keys` are the
+    Secret's keys (None: no such Secret); `actor_names` are the namespace's AsyncActors.
     """
     problems = secret_problems(namespace, group.spec.broker.secret_name, secret_keys)
+    gpus = gpus_per_instance(group)
+    if pool_required and gpus and group.spec.pool is None:
+        problems.append(
+            Problem(
+                Reason.POOL_REQUIRED,
+                f"asks for {gpus} {GPU_RESOURCE} per instance and has no pool, and this"
+                " operator runs GPUs only under a pool's quota: set spec.pool, or label"
+                f" namespace {namespace} {DEFAULT_POOL_LABEL}=<pool>",
+            )
+        )
     for flavor in sorted(missing_flavors):
         problems.append(
             Problem(

@@ -17,6 +17,7 @@ from asya_operator.config import OperatorConfig
 from asya_operator.plans.actor_objects import plan_deployment, plan_end_actors
 from asya_operator.plans.files import CrError, Crs
 from asya_operator.plans.group_objects import plan_group
+from asya_operator.plans.pools import with_effective_pool
 from asya_operator.plans.scaling import plan_scaled_object, plan_trigger_authentication
 
 
@@ -36,7 +37,9 @@ def plan_objects(crs: Crs, config: OperatorConfig) -> list[PlannedObject]:
     """
     planned = []
     by_namespace: dict[str, list[Owner]] = {}
-    for namespace, actor in crs.actors:
+    for namespace, owned in crs.actors:
+        # Its namespace's default pool is its pool: its Deployment runs what is admitted.
+        actor = with_effective_pool(owned, crs.namespace_labels.get(namespace, {}))
         origin = f"AsyncActor {namespace}/{actor_name(actor)}"
         flavor = None if actor.spec.flavor is None else crs.flavors[actor.spec.flavor]
         for body in (

@@ -4,12 +4,16 @@ Pure: typed CRs in, a `asya.admission` Scenario out (built from the CRs' own quo
 checked as a scenario file is: `asya.admission.model.build_scenario`), and the engine's result
 out as the commented YAML `plan` appends, in the shape `asya admission simulate` prints.
 The what-if is "every queue asks for its max":
-- each AsyncActor with a `pool` is an elastic workload: one pod set of `scaling.maxReplicas`
-  pods, admitted with fewer if that is what fits, but at least max(1, minReplicas);
+- each AsyncActor with a pool (its `spec.pool`, else its Namespace's `asya.sh/default-pool`
+  label: `pools.effective_pool`) is an elastic workload: one pod set of
+  `scaling.maxReplicas` pods, admitted with fewer if that is what fits, but at least
+  max(1, minReplicas);
 - each ActorGroup instance (`scaling.maxReplicas` of them for a group that scales, else
   `spec.replicas`, by default 1) is a gang workload: one pod set per
   member, whole (or each member at its minReplicas) or not at all; an instance that its
   `status.instances` shows admitted already holds that quota;
+- an AsyncActor or ActorGroup that asks for GPUs in no pool is no workload: admission never
+  sees it, and the what-if lists it under `outsideQuota`, with the GPUs it may take;
 - each ResourcePool is a pool, each Cohort a cohort; a pool's namespaceSelector is matched
   against the namespaces the files know (their Namespace objects' labels, and the
   `kubernetes.io/metadata.name` label every namespace carries);
@@ -28,13 +32,15 @@ from asya.admission import model
 from asya.admission.quantity import Milli
 from asya.admission.scheduler import SimulationResult, result_as_dict
 from asya.errors import AdmissionError
-from asya_operator.api.group import GroupMember, desired_instances, known_instances
+from asya_operator.api.group import ActorGroup, GroupMember, desired_instances, known_instances
 from asya_operator.api.group import held as held_quota
 from asya_operator.api.metadata import actor_name
 from asya_operator.api.template import ActorResources
 from asya_operator.plans.files import CrError, Crs
+from asya_operator.plans.pools import effective_pool, gpus_per_instance, gpus_per_replica
 from asya_operator.plans.quota import (
     ACTOR_POD_SET,
+    GPU_RESOURCE,
     cohort_of,
     namespace_labels,
     pool_of,
@@ -44,13 +50,14 @@ from asya_operator.plans.quota import (
 
 _HEADER: Final = """\
 # ==== Admission what-if (offline) ========================================================
-# Every AsyncActor with a pool asks for scaling.maxReplicas replicas (admitted with fewer if
-# that is what fits, at least max(1, minReplicas)); every ActorGroup asks for its instances
-# (scaling.maxReplicas of them if it scales), each with all its members at once (whole or not
-# at all). Quota: the ResourcePools and Cohorts in the files;
-# an admitted instance in an ActorGroup's status.instances holds its quota already. Nothing
-# here is applied: on a cluster the controller admits as KEDA asks (each AsyncActor replica by
-# replica, each ActorGroup instance whole), and evicts gangs that do not become ready.
+# Every AsyncActor with a pool (its own, else its Namespace's asya.sh/default-pool label)
+# asks for scaling.maxReplicas replicas (admitted with fewer if that is what fits, at least
+# max(1, minReplicas)); every ActorGroup with one asks for its instances (scaling.maxReplicas
+# of them if it scales), each with all its members at once (whole or not at all). Quota: the
+# ResourcePools and Cohorts in the files; an admitted instance in an ActorGroup's
+# status.instances holds its quota already. Nothing here is applied: on a cluster the
+# controller admits as KEDA asks (each AsyncActor replica by replica, each ActorGroup instance
+# whole), and evicts gangs that do not become ready.
 #
 """
 
@@ -71,6 +78,18 @@ class Snapshot:
 
     scenario: model.Scenario
     origins: dict[str, WorkloadOrigin]
+    outside_quota: tuple[OutsideQuota, ...] = ()
+    """The CRs asking for GPUs in no pool, in the files' order."""
+
+
+@dataclasses.dataclass(frozen=True)
+class OutsideQuota:
+    """An AsyncActor or ActorGroup that asks for GPUs and is in no pool: no quota bounds it."""
+
+    origin: WorkloadOrigin
+    message: str
+    """What it may take, in words: "asks for 8 nvidia.com/gpu per replica, up to 50 replicas
+    (400 nvidia.com/gpu)"."""
 
 
 def snapshot_of(crs: Crs) -> Snapshot:
@@ -92,15 +111,16 @@ def snapshot_of(crs: Crs) -> Snapshot:
         )
     except AdmissionError as exc:
         raise CrError(f"the admission scenario of these files: {exc}") from exc
-    return Snapshot(scenario, origins)
+    return Snapshot(scenario, origins, _outside_quota(crs))
 
 
 def _actor_workloads(crs: Crs, origins: dict[str, WorkloadOrigin]) -> list[model.Workload]:
     workloads = []
     for namespace, actor in crs.actors:
         spec = actor.spec
-        if spec.pool is None:
-            continue  # not gated by admission
+        pool = effective_pool(actor, crs.namespace_labels.get(namespace, {}))
+        if pool is None:
+            continue  # not gated by admission (`_outside_quota` lists it if it asks for GPUs)
         name = workload_name(namespace, actor_name(actor))
         origins[name] = WorkloadOrigin("AsyncActor", namespace, actor_name(actor))
         pod_set = model.PodSet(
@@ -113,9 +133,7 @@ def _actor_workloads(crs: Crs, origins: dict[str, WorkloadOrigin]) -> list[model
             flavors=None if spec.flavor is None else (spec.flavor,),
         )
         created = crs.ages["AsyncActor", namespace, actor_name(actor)]
-        workloads.append(
-            _workload(name, spec.pool, namespace, spec.priority, created, (pod_set,), None)
-        )
+        workloads.append(_workload(name, pool, namespace, spec.priority, created, (pod_set,), None))
     return workloads
 
 
@@ -123,13 +141,14 @@ def _group_workloads(crs: Crs, origins: dict[str, WorkloadOrigin]) -> list[model
     workloads = []
     for namespace, group in crs.groups:
         spec, group_name = group.spec, group.metadata["name"]
-        if spec.pool is None:
+        pool = effective_pool(group, crs.namespace_labels.get(namespace, {}))
+        if pool is None:
             continue
         held = {i: held_quota(s) for i, s in known_instances(group).items()}
         held = {i: members for i, members in held.items() if members}
         created = crs.ages["ActorGroup", namespace, group_name]
         # An instance beyond spec.replicas that still holds quota keeps it until it is stopped.
-        asked = spec.scaling.max_replicas if spec.scaling else desired_instances(group)
+        asked = _instances_asked(group)
         for instance in sorted(set(range(asked)) | set(held)):
             name = workload_name(namespace, group_name, instance)
             origins[name] = WorkloadOrigin("ActorGroup", namespace, group_name, instance)
@@ -141,9 +160,43 @@ def _group_workloads(crs: Crs, origins: dict[str, WorkloadOrigin]) -> list[model
                     for member, (flavor, count) in held[instance].items()
                 )
             workloads.append(
-                _workload(name, spec.pool, namespace, spec.priority, created, pod_sets, admitted)
+                _workload(name, pool, namespace, spec.priority, created, pod_sets, admitted)
             )
     return workloads
+
+
+def _instances_asked(group: ActorGroup) -> int:
+    """Instances the what-if asks for: `scaling.maxReplicas`, else those it desires."""
+    scaling = group.spec.scaling
+    return scaling.max_replicas if scaling else desired_instances(group)
+
+
+def _outside_quota(crs: Crs) -> tuple[OutsideQuota, ...]:
+    """The actors and groups of `crs` that ask for GPUs in no pool, oldest first."""
+    found: list[tuple[int, OutsideQuota]] = []
+    for namespace, actor in crs.actors:
+        gpus, name = gpus_per_replica(actor), actor_name(actor)
+        if gpus and effective_pool(actor, crs.namespace_labels.get(namespace, {})) is None:
+            most = actor.spec.scaling.max_replicas
+            words = (
+                f"asks for {gpus} {GPU_RESOURCE} per replica, up to {most}"
+                f" replica{'' if most == 1 else 's'}"
+                f" ({gpus * most} {GPU_RESOURCE}), in no pool"
+            )
+            origin = WorkloadOrigin("AsyncActor", namespace, name)
+            found.append((crs.ages["AsyncActor", namespace, name], OutsideQuota(origin, words)))
+    for namespace, group in crs.groups:
+        gpus, name = gpus_per_instance(group), group.metadata["name"]
+        if gpus and effective_pool(group, crs.namespace_labels.get(namespace, {})) is None:
+            most = _instances_asked(group)
+            words = (
+                f"asks for {gpus} {GPU_RESOURCE} per instance, up to {most}"
+                f" instance{'' if most == 1 else 's'}"
+                f" ({gpus * most} {GPU_RESOURCE}), in no pool"
+            )
+            origin = WorkloadOrigin("ActorGroup", namespace, name)
+            found.append((crs.ages["ActorGroup", namespace, name], OutsideQuota(origin, words)))
+    return tuple(item for _age, item in sorted(found, key=lambda f: f[0]))
 
 
 def _member_pod_set(workload: str, member: GroupMember) -> model.PodSet:
@@ -190,8 +243,9 @@ def _namespace_labels(crs: Crs, origins: Iterable[WorkloadOrigin]) -> dict[str, 
 
 def decisions(snapshot: Snapshot, result: SimulationResult) -> dict[str, Any]:
     """The engine's result in `asya admission simulate`'s shape (accelerator fallbacks
-    included), each workload with its kind (and pool). A pod set whose CR names a flavor is
-    kept to it, as on the cluster."""
+    included), each workload with its kind (and pool), and `outsideQuota` (only when some CR
+    asks for GPUs in no pool). A pod set whose CR names a flavor is kept to it, as on the
+    cluster."""
     kinds = {name: origin.kind for name, origin in snapshot.origins.items()}
     pools = {w.name: w.pool for w in snapshot.scenario.workloads}
     simulated: dict[str, Any] = result_as_dict(result)
@@ -206,7 +260,17 @@ def decisions(snapshot: Snapshot, result: SimulationResult) -> dict[str, Any]:
         {"workload": p["workload"], "kind": kinds[p["workload"]], "pool": pools[p["workload"]]} | p
         for p in simulated["pending"]
     ]
-    return simulated | {"admitted": admitted, "preempted": preempted, "pending": pending}
+    decided = simulated | {"admitted": admitted, "preempted": preempted, "pending": pending}
+    if snapshot.outside_quota:
+        decided["outsideQuota"] = [
+            {
+                "workload": workload_name(o.origin.namespace, o.origin.name),
+                "kind": o.origin.kind,
+                "message": o.message,
+            }
+            for o in snapshot.outside_quota
+        ]
+    return decided
 
 
 class _OneLine(dict[str, Any]):
@@ -228,8 +292,16 @@ def render_decisions(decided: Mapping[str, Any]) -> str:
         f"# {len(decided['admitted'])} admitted, {len(decided['pending'])} pending,"
         f" {len(decided['preempted'])} preempted, after {decided['cycles']} cycle(s)"
         + ("" if decided["quiescent"] else " (stopped before nothing changed)")
-        + "\n#\n"
+        + "\n"
     )
+    outside = len(decided.get("outsideQuota", ()))
+    if outside:
+        summary += (
+            f"# {outside} outside quota (outsideQuota): asking for GPUs in no pool, which"
+            " admission never sees;\n# give each a pool, or its namespace a default pool"
+            " (label asya.sh/default-pool)\n"
+        )
+    summary += "#\n"
     shown = dict(decided)
     shown["admitted"] = [
         entry | {"podSets": [_OneLine(ps) for ps in entry["podSets"]]}

@@ -4,20 +4,23 @@ Each method reads what it needs through `Kube`, asks the plans what to write (`a
 `actor_status`) and writes it; it decides nothing of its own beyond when to try again.
 Admission is the admission loop's: an actor with a pool waits for the pass that covers its
 change (`settle`), and its objects and status are written between passes (`between_passes`).
+An actor's pool is its effective one (`plans.pools`): `spec.pool`, else its namespace's
+`asya.sh/default-pool` label, read with the actor each time; with the operator's
+`require_pool_for_accelerators`, one asking for GPUs with neither is Degraded (`PoolRequired`).
 
 - **reconcile** (create, resume, update): its Secret and flavor are looked up; if one is
-  missing the actor is `Degraded` (naming it), nothing is applied, and kopf tries again every
-  `recheck_s` until it is there. Otherwise its Deployment, TriggerAuthentication and
-  ScaledObject and the namespace's end actors are applied, its queues and the end actors'
-  declared, and its status written (with `observedGeneration`: all of that is done). Only then
-  can `Ready` be True: a client that waits for it finds the queue. While Degraded, `Ready` is
-  False with the reason and `observedGeneration` stays the last generation done. A broker that
-  cannot be reached leaves the actor `Degraded` (`BrokerUnreachable`, with the error), tried
-  again every `recheck_s`; the other writers keep that reason until a declare succeeds. An
-  actor that becomes Degraded, or Degraded for another reason, gets a Warning Event with the
-  condition's reason and message (posted before the status is written). A stored spec the
-  operator cannot take (`StoredSpecError`) is Degraded `InvalidSpec` with an Event, and tried
-  again only when the spec changes.
+  missing (or it needs a pool and has none) the actor is `Degraded` (naming it), nothing is
+  applied, and kopf tries again every `recheck_s` until it is there. Otherwise its Deployment,
+  TriggerAuthentication and ScaledObject and the namespace's end actors are applied, its queues
+  and the end actors' declared, and its status written (with `observedGeneration`: all of that
+  is done). Only then can `Ready` be True: a client that waits for it finds the queue. While
+  Degraded, `Ready` is False with the reason and `observedGeneration` stays the last generation
+  done. A broker that cannot be reached leaves the actor `Degraded` (`BrokerUnreachable`, with
+  the error), tried again every `recheck_s`; the other writers keep that reason until a declare
+  succeeds. An actor that becomes Degraded, or Degraded for another reason, gets a Warning
+  Event with the condition's reason and message (posted before the status is written). A stored
+  spec the operator cannot take (`StoredSpecError`) is Degraded `InvalidSpec` with an Event,
+  and tried again only when the spec changes.
 - **follow** (its Deployment's or its broker Secret's change): the status again, its
   `observedGeneration` as the reconcile left it.
 - **release** (delete, behind kopf's finalizer): the end actors lose this owner, a pass frees
@@ -29,7 +32,6 @@ change (`settle`), and its objects and status are written between passes (`betwe
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -45,7 +47,7 @@ from asya_operator.api.decoding import StoredSpecError, decode
 from asya_operator.api.metadata import Owner, actor_name, secret_name
 from asya_operator.api.template import BROKER_AMQP_URL_KEY
 from asya_operator.config import OperatorConfig
-from asya_operator.kube import Kube
+from asya_operator.kube import Kube, World
 from asya_operator.plans.actor_objects import end_actor_owners, plan_actor, plan_end_actors
 from asya_operator.plans.actor_status import (
     broker_unreachable,
@@ -56,11 +58,10 @@ from asya_operator.plans.actor_status import (
     status_seen_since,
 )
 from asya_operator.plans.conditions import Problem, Reason
+from asya_operator.plans.pools import with_effective_pool
 from asya_operator.plans.scaling import running_replicas
 from asya_operator.plans.statuses import StatusPatch
 from asya_operator.queues import declare_actor_queues, release_queues
-
-_log = logging.getLogger(__name__)
 
 DEGRADED: Final = "Degraded"
 """How a handler error that leaves the actor Degraded starts (metrics count these apart)."""
@@ -82,7 +83,7 @@ class ActorReconciler:
         self._settle = settle
         self._between_passes = between_passes
 
-    async def reconcile(self, body: Mapping[str, Any], namespace: str, logger: Any) -> None:
+    async def reconcile(self, body: Mapping[str, Any], namespace: str, logger: kopf.Logger) -> None:
         """Apply an AsyncActor's objects and declare its queues, or report what it lacks.
 
         Raises:
@@ -97,19 +98,17 @@ class ActorReconciler:
                 await self._refuse(body, namespace, exc)
                 # Tried again when the spec changes (an update), not before.
                 raise kopf.PermanentError(f"{DEGRADED}, nothing applied: {exc}") from exc
-            await self._apply(actor, namespace, logger)
+            await self._apply(await self._with_pool(actor, namespace), namespace, logger)
 
-    async def _apply(self, actor: AsyncActor, namespace: str, logger: Any) -> None:
+    async def _apply(self, actor: AsyncActor, namespace: str, logger: kopf.Logger) -> None:
         recheck_s = self._config.recheck_s
         if actor.spec.pool is not None:
             # The pass writes this actor's admitted replicas; plan from what it wrote.
             await self._settle()
-            fresh = await self._kube.read(AsyncActor, namespace, actor_name(actor))
+            fresh = await self._read(namespace, actor_name(actor))
             actor = actor if fresh is None else fresh
         world = await self._kube.world(actor, namespace)
-        problems = find_problems(
-            actor, namespace, secret_keys=world.secret_keys, flavor=world.flavor
-        )
+        problems = self._problems(actor, namespace, world)
         if problems:
             # Nothing applied: the observed generation stays the last one that was.
             await self._report_seen(namespace, actor_name(actor), world.deployment_status, problems)
@@ -145,7 +144,7 @@ class ActorReconciler:
         if actor.spec.pool is None:
             return await self._kube.apply(bodies)
         async with self._between_passes():
-            current = await self._kube.read(AsyncActor, namespace, actor_name(actor))
+            current = await self._read(namespace, actor_name(actor))
             if current is None:
                 return await self._kube.apply(bodies)
             deployment, *others = bodies
@@ -160,19 +159,17 @@ class ActorReconciler:
         Deployment's replicas, its Secret and flavor), unless it is gone or going, or its
         stored spec is one the operator refuses (its own reconcile reported that)."""
         try:
-            actor = await self._kube.read(AsyncActor, namespace, name)
+            actor = await self._read(namespace, name)
         except StoredSpecError:
             return
         if actor is None or actor.metadata.get("deletionTimestamp"):
             return
         world = await self._kube.world(actor, namespace)
-        problems = find_problems(
-            actor, namespace, secret_keys=world.secret_keys, flavor=world.flavor
-        )
+        problems = self._problems(actor, namespace, world)
         await self._report_seen(namespace, name, world.deployment_status, problems)
 
     async def release(
-        self, body: Mapping[str, Any], namespace: str, retry: int, logger: Any
+        self, body: Mapping[str, Any], namespace: str, retry: int, logger: kopf.Logger
     ) -> None:
         """Drop the actor from the end actors' owners and delete its queues (unless
         `keepQueues`).
@@ -182,7 +179,7 @@ class ActorReconciler:
         """
         name = str(body["metadata"]["name"])
         try:
-            actor = decode(body, AsyncActor)
+            actor = await self._with_pool(decode(body, AsyncActor), namespace)
         except StoredSpecError as exc:
             await self._release_refused(body, namespace, retry, logger, exc)
             return
@@ -204,12 +201,34 @@ class ActorReconciler:
             logger=logger,
         )
 
+    async def _with_pool(self, actor: AsyncActor, namespace: str) -> AsyncActor:
+        """`actor` with its effective pool: its own, else its namespace's default."""
+        return with_effective_pool(actor, await self._kube.namespace_labels(namespace))
+
+    async def _read(self, namespace: str, name: str) -> AsyncActor | None:
+        """The actor `namespace/name` as stored now, with its effective pool (None: gone).
+
+        Raises:
+            StoredSpecError: its stored spec is one the operator refuses.
+        """
+        actor = await self._kube.read(AsyncActor, namespace, name)
+        return None if actor is None else await self._with_pool(actor, namespace)
+
+    def _problems(self, actor: AsyncActor, namespace: str, world: World) -> list[Problem]:
+        return find_problems(
+            actor,
+            namespace,
+            secret_keys=world.secret_keys,
+            flavor=world.flavor,
+            pool_required=self._config.require_pool_for_accelerators,
+        )
+
     async def _release_refused(
         self,
         body: Mapping[str, Any],
         namespace: str,
         retry: int,
-        logger: Any,
+        logger: kopf.Logger,
         error: StoredSpecError,
     ) -> None:
         """Delete an actor whose spec never decoded, as far as its stored body tells: nothing
@@ -280,7 +299,7 @@ class ActorReconciler:
         # admission conditions it carries over are then the last pass's, and no writer puts
         # back a status (an observed generation, a Ready) read before another's.
         async with self._between_passes():
-            current = await self._kube.read(AsyncActor, namespace, name)
+            current = await self._read(namespace, name)
             if current is None:
                 return
             status = build(current)
@@ -293,7 +312,7 @@ class ActorReconciler:
 
 
 def _end_actors(
-    namespace: str, owners: list[Owner], config: OperatorConfig, logger: Any
+    namespace: str, owners: list[Owner], config: OperatorConfig, logger: kopf.Logger
 ) -> list[dict[str, Any]]:
     try:
         return plan_end_actors(namespace, owners, config)

@@ -52,10 +52,12 @@ from asya_operator.plans.actor_status import (
     status_seen_since,
 )
 from asya_operator.plans.admission import admit
+from asya_operator.plans.conditions import newly_true
 from asya_operator.plans.group_objects import plan_group, service_name
 from asya_operator.plans.group_status import find_group_problems, plan_group_status
 from asya_operator.plans.instances import Change, Happened
 from asya_operator.plans.pool_status import plan_pool_statuses
+from asya_operator.plans.pools import with_effective_pool
 from asya_operator.plans.scaling import admitted_replicas, desired_replicas
 from asya_operator.plans.statuses import StatusPatch
 from asya_operator.plans.workloads import ActorAdmission, Decisions, PooledActor, PooledGroup
@@ -283,6 +285,8 @@ class AdmissionLoop:
         actor = await self._kube.read(AsyncActor, namespace, name)
         if actor is None or actor.metadata.get("deletionTimestamp"):
             return
+        # Sized by its pool, its namespace's default one too: the Deployment runs what is admitted.
+        actor = with_effective_pool(actor, await self._kube.namespace_labels(namespace))
         world = await self._kube.world(actor, namespace)
         if find_problems(actor, namespace, secret_keys=world.secret_keys, flavor=world.flavor):
             return
@@ -342,6 +346,7 @@ class AdmissionLoop:
             secret_keys=None if secret is None else set(secret),
             missing_flavors=wanted - set(flavors),
             actor_names=await self._kube.actor_names(namespace),
+            pool_required=self._config.require_pool_for_accelerators,
         )
         if not problems and ((namespace, name) in refresh or running != before):
             await self._kube.apply(plan_group(group, namespace, running, flavors, self._config))
@@ -349,6 +354,13 @@ class AdmissionLoop:
             group, states, ready, problems, now=datetime.fromtimestamp(now, UTC)
         )
         if status.changed(group.status):
+            known = group.status.conditions if group.status else None
+            news = newly_true("Degraded", known, status.status.conditions)
+            if news is not None:  # first: whoever sees the status finds the Event posted
+                message = str(news.message)
+                await self._kube.post_event(
+                    group, warning=True, reason=str(news.reason), message=message
+                )
             await self._kube.patch_status(ActorGroup, namespace, name, status)
             if problems:
                 why = "; ".join(p.message for p in problems)

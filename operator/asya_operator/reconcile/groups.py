@@ -87,7 +87,7 @@ class GroupReconciler:
         await self._kube.patch_status(ActorGroup, namespace, name, plan_observed_generation(group))
 
     async def release(
-        self, body: Mapping[str, Any], namespace: str, retry: int, logger: Any
+        self, body: Mapping[str, Any], namespace: str, retry: int, logger: kopf.Logger
     ) -> None:
         """Free the group's quota, stop its pods, and delete its members' queues (unless
         `keepQueues`).
@@ -135,7 +135,7 @@ class GroupReconciler:
         body: Mapping[str, Any],
         namespace: str,
         retry: int,
-        logger: Any,
+        logger: kopf.Logger,
         error: StoredSpecError,
     ) -> None:
         """Delete a group whose spec does not decode, as far as its stored body tells: the
