@@ -270,6 +270,14 @@ BAD_VALUES = {
         pipeline(actors={"normalize": {**ACTOR, "podLabels": {"asya.sh/actor": "x"}}}),
         "'asya.sh/actor'",
     ),
+    "a pod label value with a space": (
+        pipeline(actors={"normalize": {**ACTOR, "podLabels": {"team": "m l"}}}),
+        "/actors/normalize/podLabels/team",
+    ),
+    "a misspelt volume source": (
+        pipeline(actors={"normalize": {**ACTOR, "volumes": [{"name": "v", "emptyDirr": {}}]}}),
+        "'emptyDirr' not allowed",
+    ),
     "a member's pod annotation the operator sets": (
         pipeline(
             actorGroups={

@@ -93,6 +93,11 @@ BROKEN_BY_CEL = [
         "template.podLabels: app.kubernetes.io/name",
     ),
     (
+        "a member's pod label value with a slash",
+        changed(GROUP, spec__members__0__template__podLabels={"team": "ml/a"}),
+        "template.podLabels: a label's value is at most 63",
+    ),
+    (
         "a member's pod annotation the operator sets",
         changed(GROUP, spec__members__0__template__podAnnotations={"prometheus.io/path": "/m"}),
         "template.podAnnotations: prometheus.io/scrape",

@@ -33,6 +33,7 @@ from asya.envelope import ACTOR_NAME_MAX_LENGTH, ACTOR_NAME_PATTERN
 from asya_operator.api.crds import all_crds
 from asya_operator.api.template import (
     DNS_SUBDOMAIN_PATTERN,
+    LABEL_VALUE_PATTERN,
     OPERATOR_ANNOTATIONS,
     OPERATOR_LABELS,
     OPERATOR_MOUNT_PATHS,
@@ -62,12 +63,9 @@ def _spec_schema(kind: str) -> dict[str, Any]:
 def strict(node: dict[str, Any]) -> dict[str, Any]:
     """A CRD schema node as plain JSON Schema for values: Kubernetes' extensions dropped
     (their CEL rules cannot run in Helm), and every object with declared properties closed,
-    so a misspelt key is an error. Objects the CRD keeps free-form stay free-form, those with
-    a few declared properties among their unknown ones (a volume's name) included."""
+    so a misspelt key is an error. Objects the CRD keeps free-form stay free-form."""
     out = {k: v for k, v in node.items() if not k.startswith("x-kubernetes-")}
-    if "properties" in out and node.get("x-kubernetes-preserve-unknown-fields"):
-        out["properties"] = {name: strict(sub) for name, sub in out["properties"].items()}
-    elif "properties" in out:
+    if "properties" in out:
         out["properties"] = {name: strict(sub) for name, sub in out["properties"].items()}
         out["additionalProperties"] = False
     if isinstance(out.get("additionalProperties"), dict):
@@ -83,13 +81,15 @@ def _not_one_of(names: Sequence[str]) -> dict[str, Any]:
 
 def refuse_reserved(template: dict[str, Any]) -> dict[str, Any]:
     """An actor template's schema, refusing what the CRD's CEL rules refuse (and Helm cannot
-    run): the operator's volume names, mount paths, pod label and annotation keys."""
+    run): the operator's volume names, mount paths, pod label and annotation keys, and a pod
+    label's malformed value."""
     properties = template["properties"]
     properties["volumes"]["items"]["properties"]["name"] |= _not_one_of(OPERATOR_VOLUMES)
     properties["volumeMounts"]["items"]["properties"]["mountPath"] |= _not_one_of(
         OPERATOR_MOUNT_PATHS
     )
     properties["podLabels"]["propertyNames"] = _not_one_of(OPERATOR_LABELS)
+    properties["podLabels"]["additionalProperties"]["pattern"] = LABEL_VALUE_PATTERN
     properties["podAnnotations"]["propertyNames"] = _not_one_of(OPERATOR_ANNOTATIONS)
     return template
 

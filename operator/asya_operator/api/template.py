@@ -129,14 +129,10 @@ LIST_MAP_BY_NAME: Final = {"x-kubernetes-list-type": "map", "x-kubernetes-list-m
 LIST_MAP_BY_TYPE: Final = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
 """A list whose items are merged by their `type` (conditions)."""
 
-_VOLUME_SCHEMA: Final = {
-    "required": ["name"],
-    "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 63}},
-    # Core's Volume has some thirty sources: the API server checks the source when it takes
-    # the Deployment; here only the name, which mounts refer to.
-    "x-kubernetes-preserve-unknown-fields": True,
-}
-_LabelValue = Annotated[str, msgspec.Meta(max_length=63, pattern=LABEL_VALUE_PATTERN)]
+# Checked by a CEL rule, not by the type: the operator's decoding names a map's value as
+# `[...]`, where the API server names its key. The bound stays in the schema, where the API
+# server's cost estimate of the rule needs it.
+_LabelValue = Annotated[str, msgspec.Meta(extra_json_schema={"maxLength": 63})]
 
 OVERRIDE: Final = " Passed to the runtime, which applies it over the decorator's."
 """Said of every field the runtime applies over its `@actor` options."""
@@ -348,6 +344,51 @@ class Toleration(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     ] = None
 
 
+_Source = Annotated[
+    dict[str, Any] | None,
+    doc("A volume source as in core (free-form: the API server checks it with the pod)."),
+]
+
+
+class Volume(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A volume of the actor's pods (core Volume): a name and one source, each source's fields
+    as core has them (the API server checks them when it takes the Deployment or StatefulSet)."""
+
+    name: Annotated[
+        str, doc("The volume's name, which `volumeMounts` refer to.", min_length=1, max_length=63)
+    ]
+    aws_elastic_block_store: _Source = None
+    azure_disk: _Source = None
+    azure_file: _Source = None
+    cephfs: _Source = None
+    cinder: _Source = None
+    config_map: _Source = None
+    csi: _Source = None
+    downward_api: _Source = msgspec.field(default=None, name="downwardAPI")
+    empty_dir: _Source = None
+    ephemeral: _Source = None
+    fc: _Source = None
+    flex_volume: _Source = None
+    flocker: _Source = None
+    gce_persistent_disk: _Source = None
+    git_repo: _Source = None
+    glusterfs: _Source = None
+    host_path: _Source = None
+    image: _Source = None
+    iscsi: _Source = None
+    nfs: _Source = None
+    persistent_volume_claim: _Source = None
+    photon_persistent_disk: _Source = None
+    portworx_volume: _Source = None
+    projected: _Source = None
+    quobyte: _Source = None
+    rbd: _Source = None
+    scale_io: _Source = msgspec.field(default=None, name="scaleIO")
+    secret: _Source = None
+    storageos: _Source = None
+    vsphere_volume: _Source = None
+
+
 class VolumeMount(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """Where one of the template's volumes appears in the runtime container (core VolumeMount)."""
 
@@ -441,6 +482,12 @@ def template_validations(path: str) -> tuple[Validation, ...]:
         # Each reserved key is looked up in the map (constant cost), rather than each of the
         # user's keys compared: the API server bounds a rule's estimated cost.
         Validation(
+            rule="!has(self.podLabels) || self.podLabels.all(k, size(self.podLabels[k]) <= 63"
+            f" && self.podLabels[k].matches('{LABEL_VALUE_PATTERN}'))",
+            message=f"{path}.podLabels: a label's value is at most 63 letters, digits, '-', '_'"
+            " or '.', starting and ending with a letter or digit (or empty): fix the value",
+        ),
+        Validation(
             rule=f"!has(self.podLabels) || ![{reserved_labels}].exists(k, k in self.podLabels)",
             message=f"{path}.podLabels: {', '.join(OPERATOR_LABELS)} are the operator's labels"
             " (its selectors use them): remove them",
@@ -511,15 +558,13 @@ class ActorTemplate(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         ),
     ] = None
     volumes: Annotated[
-        Annotated[
-            list[Annotated[dict[str, Any], msgspec.Meta(extra_json_schema=_VOLUME_SCHEMA)]],
-            msgspec.Meta(max_length=32, extra_json_schema=LIST_MAP_BY_NAME),
-        ]
+        Annotated[list[Volume], msgspec.Meta(max_length=32, extra_json_schema=LIST_MAP_BY_NAME)]
         | None,
         doc(
             "Extra volumes of the pod, as core Volumes (a name and one source: emptyDir,"
             " configMap, secret, persistentVolumeClaim, ...); mounted in the runtime container"
-            " by `volumeMounts`."
+            " by `volumeMounts`. The source's own fields are not checked here: the API server"
+            " checks them when it takes the pods' Deployment or StatefulSet."
         ),
     ] = None
     volume_mounts: Annotated[

@@ -407,9 +407,9 @@ def actor_volumes(template: ActorTemplate | None = None) -> list[dict[str, Any]]
     ours = [{"name": SOCKET_VOLUME, "emptyDir": {}}, {"name": TMP_VOLUME, "emptyDir": {}}]
     taken = {volume["name"] for volume in ours}
     users = [
-        dict(volume)
+        _plain(volume)
         for volume in (template.volumes if template is not None else None) or ()
-        if volume.get("name") not in taken
+        if volume.name not in taken
     ]
     return ours + users
 
