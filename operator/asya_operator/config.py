@@ -31,8 +31,9 @@ class OperatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     sidecar_image: str = DEFAULT_SIDECAR_IMAGE
     """Image of the sidecar container (`asya-sidecar` on its PATH); one for every actor."""
     grace_s: int = int(_RUNTIME.grace_s)
-    """Seconds runtime and sidecar get to finish in-flight calls after SIGTERM (ASYA_GRACE_S,
-    given to both so they drain together); asya's default."""
+    """Seconds runtime and sidecar get at least to finish in-flight calls after SIGTERM
+    (ASYA_GRACE_S, given to both so they drain together; an actor whose timeout is longer gets
+    its timeout); asya's default."""
     termination_margin_s: int = 15
     """Seconds added to `grace_s` for terminationGracePeriodSeconds: time to requeue what is
     left and close the broker connection before the kubelet kills the pod."""
@@ -49,7 +50,8 @@ class OperatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     sidecar_cpu: str = "50m"
     """CPU request of the sidecar container."""
     sidecar_memory: str = "128Mi"
-    """Memory request and limit of the sidecar container."""
+    """Memory of the sidecar process itself: an actor's sidecar gets it plus room for the
+    envelopes it holds in flight (`plans.pods.sidecar_memory`), an end actor's exactly it."""
     port: int = 8080
     """The operator's own port: GET /healthz (liveness) and GET /metrics (Prometheus)."""
     recheck_s: float = 30.0

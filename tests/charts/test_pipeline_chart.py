@@ -64,12 +64,52 @@ GROUP_VALUES = pipeline(
     },
 )
 
+POD_FIELDS = {
+    "imagePullSecrets": ["regcred"],
+    "serviceAccountName": "trainer",
+    "runtimeClassName": "nvidia",
+    "priorityClassName": "high-gpu",
+    "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}}],
+    "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+    "affinity": {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["nvme"]}]}
+                ]
+            }
+        }
+    },
+    "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}],
+    "nodeSelector": {"zone": "a"},
+    "podLabels": {"team": "ml"},
+    "podAnnotations": {"example.com/owner": "ml-platform"},
+    "sidecar": {"resources": {"requests": {"memory": "1Gi"}}},
+}
+"""Every pod field of an actor template, as a team writes them in values."""
+
+POD_FIELD_VALUES = pipeline(
+    actors={"train": {"handler": "ml.train:step", **POD_FIELDS}},
+    actorGroups={
+        "ddp": {
+            "members": [
+                {
+                    "name": "worker",
+                    "replicas": 2,
+                    "template": {"handler": "ml.ddp:worker", **POD_FIELDS},
+                }
+            ]
+        }
+    },
+)
+
 VALUE_SETS = {
     "defaults": {},
     "one actor": pipeline(actors={"normalize": ACTOR}),
     "a GPU actor with a flavor": GPU_VALUES,
     "an actor in a pool": POOL_VALUES,
     "an actor group": GROUP_VALUES,
+    "every pod field": POD_FIELD_VALUES,
     "actor defaults and an own Secret": pipeline(
         actorDefaults={"flavor": "general", "scaling": {"cooldownPeriod": 30}},
         broker={
@@ -202,6 +242,68 @@ BAD_VALUES = {
         pipeline(actorGroups={"g": {"members": [{"name": "m", "replica": 1, "template": ACTOR}]}}),
         "'replica' not allowed",
     ),
+    "a pull secret named with capitals": (
+        pipeline(actors={"normalize": {**ACTOR, "imagePullSecrets": ["RegCred"]}}),
+        "/actors/normalize/imagePullSecrets/0",
+    ),
+    "a relative mount path": (
+        pipeline(
+            actors={"normalize": {**ACTOR, "volumeMounts": [{"name": "v", "mountPath": "v"}]}}
+        ),
+        "/actors/normalize/volumeMounts/0/mountPath",
+    ),
+    "a mount at the runtime's /tmp": (
+        pipeline(
+            actors={"normalize": {**ACTOR, "volumeMounts": [{"name": "v", "mountPath": "/tmp"}]}}
+        ),
+        "/actors/normalize/volumeMounts/0/mountPath",
+    ),
+    "a volume named as the operator's": (
+        pipeline(actors={"normalize": {**ACTOR, "volumes": [{"name": "asya-socket"}]}}),
+        "/actors/normalize/volumes/0/name",
+    ),
+    "a volume without a name": (
+        pipeline(actors={"normalize": {**ACTOR, "volumes": [{"emptyDir": {}}]}}),
+        "/actors/normalize/volumes/0",
+    ),
+    "a pod label the selector uses": (
+        pipeline(actors={"normalize": {**ACTOR, "podLabels": {"asya.sh/actor": "x"}}}),
+        "'asya.sh/actor'",
+    ),
+    "a pod label value with a space": (
+        pipeline(actors={"normalize": {**ACTOR, "podLabels": {"team": "m l"}}}),
+        "/actors/normalize/podLabels/team",
+    ),
+    "a misspelt volume source": (
+        pipeline(actors={"normalize": {**ACTOR, "volumes": [{"name": "v", "emptyDirr": {}}]}}),
+        "'emptyDirr' not allowed",
+    ),
+    "a member's pod annotation the operator sets": (
+        pipeline(
+            actorGroups={
+                "g": {
+                    "members": [
+                        {
+                            "name": "m",
+                            "replicas": 1,
+                            "template": {**ACTOR, "podAnnotations": {"prometheus.io/port": "1"}},
+                        }
+                    ]
+                }
+            }
+        ),
+        "'prometheus.io/port'",
+    ),
+    "a bad sidecar memory": (
+        pipeline(
+            actors={"normalize": {**ACTOR, "sidecar": {"resources": {"limits": {"memory": "x"}}}}}
+        ),
+        "/actors/normalize/sidecar/resources/limits/memory",
+    ),
+    "an unknown sidecar field": (
+        pipeline(actors={"normalize": {**ACTOR, "sidecar": {"memory": "1Gi"}}}),
+        "'memory' not allowed",
+    ),
     "a Secret to create without its URL": (
         pipeline(broker={"secretName": "b", "create": True, "managementUrl": "h"}),
         "broker.amqpUrl",
@@ -221,3 +323,12 @@ def test_the_notes_name_the_actors_and_how_to_create_the_missing_secret():
 
     assert "AsyncActors in namespace apps: normalize, split." in text
     assert "kubectl create secret generic asya-broker -n apps" in text
+
+
+def test_every_pod_field_reaches_the_custom_resources_as_written():
+    objects = rendered(PIPELINE_CHART, POD_FIELD_VALUES)
+
+    actor = of_kind(objects, "AsyncActor")["train"]["spec"]
+    (member,) = of_kind(objects, "ActorGroup")["ddp"]["spec"]["members"]
+    for spec in (actor, member["template"]):
+        assert {key: spec[key] for key in POD_FIELDS} == POD_FIELDS

@@ -66,6 +66,68 @@ BROKEN_BY_CEL = [
         "lower minReplicas or raise replicas",
     ),
     (
+        "a member's mount naming no volume",
+        changed(
+            GROUP,
+            spec__members__0__template__volumeMounts=[{"name": "dshm", "mountPath": "/dev/shm"}],
+        ),
+        "template.volumeMounts names a volume that template.volumes does not have",
+    ),
+    (
+        "a member's volume named as the operator's",
+        changed(GROUP, spec__members__0__template__volumes=[{"name": "asya-socket"}]),
+        "template.volumes: asya-socket and tmp are the operator's volume names",
+    ),
+    (
+        "a member's mount at the runtime's socket",
+        changed(
+            GROUP,
+            spec__members__0__template__volumes=[{"name": "v", "emptyDir": {}}],
+            spec__members__0__template__volumeMounts=[{"name": "v", "mountPath": "/var/run/asya"}],
+        ),
+        "mount elsewhere",
+    ),
+    (
+        "a member's pod label the selector uses",
+        changed(GROUP, spec__members__0__template__podLabels={"asya.sh/member": "x"}),
+        "template.podLabels: app.kubernetes.io/name",
+    ),
+    (
+        "a member's pod label value with a slash",
+        changed(GROUP, spec__members__0__template__podLabels={"team": "ml/a"}),
+        "template.podLabels: a label's value is at most 63",
+    ),
+    (
+        "a member's pod annotation the operator sets",
+        changed(GROUP, spec__members__0__template__podAnnotations={"prometheus.io/path": "/m"}),
+        "template.podAnnotations: prometheus.io/scrape",
+    ),
+    (
+        "a member's toleration with neither key nor Exists",
+        changed(GROUP, spec__members__0__template__tolerations=[{"value": "x"}]),
+        "set operator: Exists, or give a key",
+    ),
+    (
+        "a member's tolerationSeconds on a NoSchedule toleration",
+        changed(
+            GROUP,
+            spec__members__0__template__tolerations=[
+                {"key": "k", "effect": "NoSchedule", "tolerationSeconds": 30}
+            ],
+        ),
+        "set effect: NoExecute or remove tolerationSeconds",
+    ),
+    (
+        "a member's value on an Exists toleration",
+        changed(
+            GROUP,
+            spec__members__0__template__tolerations=[
+                {"key": "k", "operator": "Exists", "value": "v"}
+            ],
+        ),
+        "remove value",
+    ),
+    (
         "a member template without an image",
         changed(GROUP, spec__members__0__template__image=""),
         "template.image is empty",

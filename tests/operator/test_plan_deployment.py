@@ -41,7 +41,7 @@ def test_the_runtime_runs_the_users_image_with_the_handler_and_the_socket():
     assert runtime["env"] == [
         {"name": "ASYA_HANDLER", "value": "app.text:normalize"},
         {"name": "ASYA_SOCKET_PATH", "value": "/var/run/asya/asya-runtime.sock"},
-        {"name": "ASYA_GRACE_S", "value": "30"},
+        {"name": "ASYA_GRACE_S", "value": "300"},
     ]
     assert runtime["volumeMounts"] == [
         {"name": "asya-socket", "mountPath": "/var/run/asya"},
@@ -84,7 +84,7 @@ def test_the_sidecar_gets_actor_namespace_socket_port_and_the_broker_url_from_th
         {"name": "ASYA_NAMESPACE", "value": "team-a"},
         {"name": "ASYA_SOCKET_PATH", "value": "/var/run/asya/asya-runtime.sock"},
         {"name": "ASYA_HEALTH_PORT", "value": "8080"},
-        {"name": "ASYA_GRACE_S", "value": "30"},
+        {"name": "ASYA_GRACE_S", "value": "300"},
         {
             "name": "ASYA_BROKER_URL",
             "valueFrom": {"secretKeyRef": {"name": "rabbit", "key": "amqp-url"}},
@@ -119,7 +119,7 @@ def test_the_users_env_comes_first_and_cannot_override_what_the_operator_sets():
         {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}},
         {"name": "ASYA_HANDLER", "value": "app.text:normalize"},
         {"name": "ASYA_SOCKET_PATH", "value": "/var/run/asya/asya-runtime.sock"},
-        {"name": "ASYA_GRACE_S", "value": "30"},
+        {"name": "ASYA_GRACE_S", "value": "300"},
     ]
     assert runtime["envFrom"] == [{"configMapRef": {"name": "app-config"}}]
 
@@ -161,21 +161,26 @@ def test_both_containers_and_the_pod_are_restricted_and_run_as_one_non_root_user
 
 
 @pytest.mark.parametrize(
-    ("config", "grace"),
+    ("config", "spec", "drain", "grace"),
     [
-        (OperatorConfig(), 45),
-        (OperatorConfig(grace_s=120), 135),
-        (OperatorConfig(grace_s=10, termination_margin_s=5), 15),
+        (OperatorConfig(), {}, 300, 315),
+        (OperatorConfig(), {"timeoutSeconds": 5.0}, 30, 45),
+        (OperatorConfig(), {"timeoutSeconds": 1800.5}, 1801, 1816),
+        (OperatorConfig(grace_s=600), {}, 600, 615),
+        (OperatorConfig(grace_s=10, termination_margin_s=5), {"timeoutSeconds": 2.0}, 10, 15),
     ],
-    ids=["default-30s-drain", "long-drain", "short-margin"],
+    ids=["default-timeout", "short-timeout", "long-timeout", "long-drain", "short-margin"],
 )
-def test_the_termination_grace_is_the_drain_plus_a_margin(config, grace):
-    planned = deployment(config=config)
+def test_the_drain_covers_the_actors_timeout_and_the_termination_grace_the_drain(
+    config, spec, drain, grace
+):
+    # A call under way at SIGTERM may take the actor's whole timeout (default: @actor's 300 s):
+    # both containers drain that long, and the kubelet waits the drain plus a margin.
+    planned = deployment(async_actor(**spec), config=config)
 
     assert pod(planned)["terminationGracePeriodSeconds"] == grace
-    assert {"name": "ASYA_GRACE_S", "value": str(config.grace_s)} in container(planned, "sidecar")[
-        "env"
-    ]
+    for name in ("runtime", "sidecar"):
+        assert {"name": "ASYA_GRACE_S", "value": str(drain)} in container(planned, name)["env"]
 
 
 @pytest.mark.parametrize(

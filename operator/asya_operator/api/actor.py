@@ -2,7 +2,8 @@
 
 One source of truth: `asya_operator.api.crds` builds the CRDs (schemas, defaults, descriptions,
 CEL rules) from these Structs, and the operator decodes CRs into them. The spec's first fields
-(image, handler, env, resources, flavor) are `ActorTemplate`'s, which an ActorGroup member's
+(image, handler, env, resources, flavor, and the pod's: volumes, placement, labels, the
+sidecar's resources, ...) are `ActorTemplate`'s, which an ActorGroup member's
 template is made of too (`asya_operator.api.template`).
 
 Which side decides what, for the fields that `@actor(...)` also has:

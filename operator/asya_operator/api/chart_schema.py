@@ -5,7 +5,9 @@ misspelt actor field or a negative replica count fails `helm install` with the f
 instead of reaching the cluster. The schemas are not written by hand:
 - `asya-pipeline`: each entry of `actors` (and `actorDefaults`) is the AsyncActor CRD's
   `spec` schema, each entry of `actorGroups` the ActorGroup's, made strict (an unknown key is
-  an error; the API server would silently prune it) and with the CRD's descriptions.
+  an error; the API server would silently prune it) and with the CRD's descriptions; the
+  operator's volume names, mount paths and pod label and annotation keys, which the CRDs
+  refuse by CEL rules, are refused by the schema too.
 - `asya-platform`: each entry of `flavors`, `resourcePools` and `cohorts` is the
   ResourceFlavor's, ResourcePool's or Cohort's `spec` schema, made strict the same way.
 - `asya-operator`: `config` has one key per `OperatorConfig` field, typed from it, and the
@@ -29,7 +31,14 @@ import msgspec
 
 from asya.envelope import ACTOR_NAME_MAX_LENGTH, ACTOR_NAME_PATTERN
 from asya_operator.api.crds import all_crds
-from asya_operator.api.template import DNS_SUBDOMAIN_PATTERN
+from asya_operator.api.template import (
+    DNS_SUBDOMAIN_PATTERN,
+    LABEL_VALUE_PATTERN,
+    OPERATOR_ANNOTATIONS,
+    OPERATOR_LABELS,
+    OPERATOR_MOUNT_PATHS,
+    OPERATOR_VOLUMES,
+)
 from asya_operator.config import OperatorConfig
 
 REGENERATE: Final = ".venv/bin/python -m asya_operator.api.chart_schema"
@@ -66,10 +75,29 @@ def strict(node: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _not_one_of(names: Sequence[str]) -> dict[str, Any]:
+    return {"not": {"enum": list(names)}}
+
+
+def refuse_reserved(template: dict[str, Any]) -> dict[str, Any]:
+    """An actor template's schema, refusing what the CRD's CEL rules refuse (and Helm cannot
+    run): the operator's volume names, mount paths, pod label and annotation keys, and a pod
+    label's malformed value."""
+    properties = template["properties"]
+    properties["volumes"]["items"]["properties"]["name"] |= _not_one_of(OPERATOR_VOLUMES)
+    properties["volumeMounts"]["items"]["properties"]["mountPath"] |= _not_one_of(
+        OPERATOR_MOUNT_PATHS
+    )
+    properties["podLabels"]["propertyNames"] = _not_one_of(OPERATOR_LABELS)
+    properties["podLabels"]["additionalProperties"]["pattern"] = LABEL_VALUE_PATTERN
+    properties["podAnnotations"]["propertyNames"] = _not_one_of(OPERATOR_ANNOTATIONS)
+    return template
+
+
 def actor_entry_schema(*, handler_required: bool) -> dict[str, Any]:
     """An entry of `actors`: the AsyncActor spec less `replicas` (KEDA's, through the scale
     subresource); `image` may come from the chart-wide `image`."""
-    spec = strict(_spec_schema("AsyncActor"))
+    spec = refuse_reserved(strict(_spec_schema("AsyncActor")))
     del spec["properties"]["replicas"]
     spec["required"] = ["handler"] if handler_required else []
     if not spec["required"]:
@@ -82,7 +110,7 @@ def actor_group_schema() -> dict[str, Any]:
     scale subresource); a member template's `image` may come from the chart-wide `image`."""
     spec = strict(_spec_schema("ActorGroup"))
     del spec["properties"]["replicas"]
-    template = spec["properties"]["members"]["items"]["properties"]["template"]
+    template = refuse_reserved(spec["properties"]["members"]["items"]["properties"]["template"])
     template["required"] = [name for name in template["required"] if name != "image"]
     return spec
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any
 
 import msgspec
 
-from asya_operator.api.template import GROUP, VERSION, Validation, doc
-
-_Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+from asya_operator.api.template import GROUP, VERSION, TaintEffect, Toleration, doc
 
 
 class Taint(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -16,39 +14,7 @@ class Taint(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
     key: Annotated[str, doc("Taint key.", min_length=1)]
     value: Annotated[str | None, doc("Taint value.")] = None
-    effect: Annotated[_Effect, doc("NoSchedule, PreferNoSchedule or NoExecute.")]
-
-
-class Toleration(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """A toleration the pods of actors on this flavor get (core Toleration)."""
-
-    VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
-        Validation(
-            rule="has(self.key) || (has(self.operator) && self.operator == 'Exists')",
-            message="a toleration without a key matches every taint: set operator: Exists, or"
-            " give a key",
-        ),
-        Validation(
-            rule="!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
-            message="tolerationSeconds applies to NoExecute taints only: set effect: NoExecute or"
-            " remove tolerationSeconds",
-        ),
-        Validation(
-            rule="!(has(self.operator) && self.operator == 'Exists' && has(self.value))",
-            message="a toleration with operator: Exists matches any value: remove value",
-        ),
-    )
-
-    key: Annotated[str | None, doc("Taint key matched; unset = every key.")] = None
-    operator: Annotated[
-        Literal["Equal", "Exists"] | None, doc("Equal (the default) or Exists.")
-    ] = None
-    value: Annotated[str | None, doc("Taint value matched (operator Equal).")] = None
-    effect: Annotated[_Effect | None, doc("Taint effect matched; unset = every effect.")] = None
-    toleration_seconds: Annotated[
-        int | None,
-        doc("How long a NoExecute taint is tolerated before eviction, in seconds."),
-    ] = None
+    effect: Annotated[TaintEffect, doc("NoSchedule, PreferNoSchedule or NoExecute.")]
 
 
 class ResourceFlavorSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):

@@ -3,8 +3,9 @@
 An ActorGroup is a gang: its members (actor templates with replica counts) are admitted
 together, whole, or not at all; `spec.replicas` is the number of gang instances, which KEDA
 may drive through the scale subresource. A member's template is the `ActorTemplate` an
-AsyncActor's spec is made of too (image, handler, env, resources, flavor), and defaults are
-asya's (`ActorOptions`' priority, `ReadinessPolicy`'s timeout and backoff), never retyped.
+AsyncActor's spec is made of too (image, handler, env, resources, flavor, the pod's fields),
+and defaults are asya's (`ActorOptions`' priority, `ReadinessPolicy`'s timeout and backoff),
+never retyped.
 `asya_operator.api.crds` builds the CRD from these Structs; `asya_operator.plans.whatif` turns
 each instance into an admission workload for `asya-operator plan`, and the controller
 (`asya_operator.handlers.groups`) runs them.

@@ -2,9 +2,12 @@
 
 Constants of the API (group, version, the broker Secret's keys, patterns), the `doc` and
 `Validation` helpers the CRDs are generated from, the sub-objects asya's resources are made of
-(environment, resources, scaling, retry, batch, broker), and `ActorTemplate`: the fields an
-AsyncActor's spec and an ActorGroup's member template both are made of, declared once. Field
-names are camelCase on the wire (`min_replicas` is `minReplicas`).
+(environment, resources, scaling, retry, batch, broker, tolerations, volume mounts, the
+sidecar's resources), and `ActorTemplate`: the fields an AsyncActor's spec and an ActorGroup's
+member template both are made of, declared once, the pod's escape hatches (pull secrets,
+service account, runtime class, volumes, affinity, tolerations, node selector, labels,
+annotations, priority class) among them. Field names are camelCase on the wire (`min_replicas`
+is `minReplicas`).
 
 Defaults are asya's, never retyped: they are read from `asya.actor.ActorOptions` (its
 `scaling`, `resources` and `retry` among them), so a CR that leaves a field out gets the number
@@ -18,6 +21,7 @@ from typing import Annotated, Any, ClassVar, Final, Literal
 import msgspec
 
 from asya.actor import ActorOptions
+from asya.settings import RuntimeSettings
 
 GROUP: Final = "asya.sh"
 """API group of asya's custom resources."""
@@ -50,6 +54,35 @@ QUANTITY_PATTERN: Final = (
 
 DNS_SUBDOMAIN_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 """A Kubernetes object name (DNS-1123 subdomain), such as a ResourceFlavor's or a Secret's."""
+
+LABEL_VALUE_PATTERN: Final = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+"""A label's value, as Kubernetes takes it (at most 63 characters)."""
+
+SOCKET_VOLUME: Final = "asya-socket"
+"""The pod's volume holding the runtime's socket, shared by runtime and sidecar."""
+TMP_VOLUME: Final = "tmp"
+"""The runtime's writable /tmp (its root filesystem is read-only)."""
+OPERATOR_VOLUMES: Final = (SOCKET_VOLUME, TMP_VOLUME)
+"""Volume names the operator gives every actor pod: a template's own volumes may not take them."""
+OPERATOR_MOUNT_PATHS: Final = ("/tmp", RuntimeSettings().socket_path.rsplit("/", 1)[0])
+"""Where the operator mounts its volumes in the runtime container (with the default socket
+path): a template's own mounts may not take these paths."""
+
+OPERATOR_LABELS: Final = (
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/part-of",
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/component",
+    "asya.sh/actor",
+    "asya.sh/group",
+    "asya.sh/instance",
+    "asya.sh/member",
+    "apps.kubernetes.io/pod-index",
+)
+"""The labels the operator (or, for the pod index, a StatefulSet) sets on an actor's pods: its
+selectors are built on them, so a template's own pod labels may not take these keys."""
+OPERATOR_ANNOTATIONS: Final = ("prometheus.io/scrape", "prometheus.io/port", "prometheus.io/path")
+"""The annotations the operator sets on every pod (where the sidecar's /metrics is)."""
 
 _DEFAULTS: Final = ActorOptions()
 _SCALING: Final = _DEFAULTS.scaling
@@ -95,6 +128,11 @@ LIST_MAP_BY_NAME: Final = {"x-kubernetes-list-type": "map", "x-kubernetes-list-m
 """A list whose items are merged by their `name` (server-side apply)."""
 LIST_MAP_BY_TYPE: Final = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
 """A list whose items are merged by their `type` (conditions)."""
+
+# Checked by a CEL rule, not by the type: the operator's decoding names a map's value as
+# `[...]`, where the API server names its key. The bound stays in the schema, where the API
+# server's cost estimate of the rule needs it.
+_LabelValue = Annotated[str, msgspec.Meta(extra_json_schema={"maxLength": 63})]
 
 OVERRIDE: Final = " Passed to the runtime, which applies it over the decorator's."
 """Said of every field the runtime applies over its `@actor` options."""
@@ -274,9 +312,151 @@ class Condition(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     ] = None
 
 
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+"""A taint's effect, as in core."""
+
+
+class Toleration(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A toleration an actor's pods get (core Toleration)."""
+
+    VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
+        Validation(
+            rule="has(self.key) || (has(self.operator) && self.operator == 'Exists')",
+            message="a toleration without a key matches every taint: set operator: Exists, or"
+            " give a key",
+        ),
+        Validation(
+            rule="!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
+            message="tolerationSeconds applies to NoExecute taints only: set effect: NoExecute or"
+            " remove tolerationSeconds",
+        ),
+        Validation(
+            rule="!(has(self.operator) && self.operator == 'Exists' && has(self.value))",
+            message="a toleration with operator: Exists matches any value: remove value",
+        ),
+    )
+
+    key: Annotated[str | None, doc("Taint key matched; unset = every key.")] = None
+    operator: Annotated[
+        Literal["Equal", "Exists"] | None, doc("Equal (the default) or Exists.")
+    ] = None
+    value: Annotated[str | None, doc("Taint value matched (operator Equal).")] = None
+    effect: Annotated[TaintEffect | None, doc("Taint effect matched; unset = every effect.")] = None
+    toleration_seconds: Annotated[
+        int | None,
+        doc("How long a NoExecute taint is tolerated before eviction, in seconds."),
+    ] = None
+
+
+_Source = Annotated[
+    dict[str, Any] | None,
+    doc("A volume source as in core (free-form: the API server checks it with the pod)."),
+]
+
+
+class Volume(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A volume of the actor's pods (core Volume): a name and one source, each source's fields
+    as core has them (the API server checks them when it takes the Deployment or StatefulSet)."""
+
+    name: Annotated[
+        str, doc("The volume's name, which `volumeMounts` refer to.", min_length=1, max_length=63)
+    ]
+    aws_elastic_block_store: _Source = None
+    azure_disk: _Source = None
+    azure_file: _Source = None
+    cephfs: _Source = None
+    cinder: _Source = None
+    config_map: _Source = None
+    csi: _Source = None
+    downward_api: _Source = msgspec.field(default=None, name="downwardAPI")
+    empty_dir: _Source = None
+    ephemeral: _Source = None
+    fc: _Source = None
+    flex_volume: _Source = None
+    flocker: _Source = None
+    gce_persistent_disk: _Source = None
+    git_repo: _Source = None
+    glusterfs: _Source = None
+    host_path: _Source = None
+    image: _Source = None
+    iscsi: _Source = None
+    nfs: _Source = None
+    persistent_volume_claim: _Source = None
+    photon_persistent_disk: _Source = None
+    portworx_volume: _Source = None
+    projected: _Source = None
+    quobyte: _Source = None
+    rbd: _Source = None
+    scale_io: _Source = msgspec.field(default=None, name="scaleIO")
+    secret: _Source = None
+    storageos: _Source = None
+    vsphere_volume: _Source = None
+
+
+class VolumeMount(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Where one of the template's volumes appears in the runtime container (core VolumeMount)."""
+
+    VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
+        Validation(
+            rule="!(self.mountPath in ["
+            + ", ".join(f"'{path}'" for path in OPERATOR_MOUNT_PATHS)
+            + "])",
+            message="volumeMounts: "
+            + " and ".join(OPERATOR_MOUNT_PATHS)
+            + " are where the operator mounts the runtime's /tmp and socket: mount elsewhere",
+        ),
+    )
+
+    name: Annotated[
+        str, doc("The volume mounted: a name in `volumes`.", min_length=1, max_length=63)
+    ]
+    mount_path: Annotated[
+        str,
+        doc("Absolute path in the runtime container.", min_length=1, max_length=1024, pattern="^/"),
+    ]
+    read_only: Annotated[bool | None, doc("Mount read-only.")] = None
+    sub_path: Annotated[
+        Annotated[str, msgspec.Meta(max_length=1024)] | None,
+        doc("Mount this path inside the volume instead of its root."),
+    ] = None
+
+
+class ResourceList(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """CPU and memory, as Kubernetes quantities."""
+
+    cpu: Annotated[_Quantity | None, doc("CPU, a Kubernetes quantity (`50m`, `1`).")] = None
+    memory: Annotated[_Quantity | None, doc("Memory, a Kubernetes quantity (`256Mi`).")] = None
+
+
+class SidecarResources(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """The sidecar container's requests and limits: each value given replaces the derived one
+    (see `ActorTemplate.sidecar`); a memory request given without a memory limit sets the limit
+    too."""
+
+    requests: Annotated[ResourceList | None, doc("What the sidecar is guaranteed.")] = None
+    limits: Annotated[ResourceList | None, doc("What the sidecar may use at most.")] = None
+
+
+class SidecarOptions(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """The sidecar container of the actor's pods."""
+
+    resources: Annotated[
+        SidecarResources | None,
+        doc(
+            "Requests and limits of the sidecar; unset (or a value left out) = derived: CPU the"
+            " operator's sidecarCpu, memory the operator's sidecarMemory plus room for the"
+            " envelopes it holds in flight (see docs/kubernetes.md)."
+        ),
+    ] = None
+
+
 def template_validations(path: str) -> tuple[Validation, ...]:
-    """The CEL rules on an `ActorTemplate`'s image and handler, their messages naming the
-    template by its path in the resource (`spec`, `template`)."""
+    """The CEL rules on an `ActorTemplate` (its image, handler, volumes, pod labels and
+    annotations), their messages naming the template by its path in the resource (`spec`,
+    `template`)."""
+    reserved_volumes = ", ".join(f"'{name}'" for name in OPERATOR_VOLUMES)
+    reserved_labels = ", ".join(f"'{key}'" for key in OPERATOR_LABELS)
+    reserved_annotations = ", ".join(f"'{key}'" for key in OPERATOR_ANNOTATIONS)
     return (
         Validation(
             rule="size(self.image) > 0",
@@ -291,6 +471,36 @@ def template_validations(path: str) -> tuple[Validation, ...]:
             rule=f"size(self.handler) == 0 || self.handler.matches('{HANDLER_PATTERN}')",
             message=f"{path}.handler must look like module:attr (a dotted module, a colon, the"
             " function or class), e.g. my_app.text:normalize",
+        ),
+        Validation(
+            rule="!has(self.volumeMounts) || self.volumeMounts.all(m, has(self.volumes) &&"
+            " self.volumes.exists(v, v.name == m.name))",
+            message=f"{path}.volumeMounts names a volume that {path}.volumes does not have: add"
+            " the volume or fix the mount's name",
+        ),
+        Validation(
+            rule=f"!has(self.volumes) || self.volumes.all(v, !(v.name in [{reserved_volumes}]))",
+            message=f"{path}.volumes: {' and '.join(OPERATOR_VOLUMES)} are the operator's"
+            " volume names (the runtime's socket and /tmp): rename yours",
+        ),
+        # Each reserved key is looked up in the map (constant cost), rather than each of the
+        # user's keys compared: the API server bounds a rule's estimated cost.
+        Validation(
+            rule="!has(self.podLabels) || self.podLabels.all(k, size(self.podLabels[k]) <= 63"
+            f" && self.podLabels[k].matches('{LABEL_VALUE_PATTERN}'))",
+            message=f"{path}.podLabels: a label's value is at most 63 letters, digits, '-', '_'"
+            " or '.', starting and ending with a letter or digit (or empty): fix the value",
+        ),
+        Validation(
+            rule=f"!has(self.podLabels) || ![{reserved_labels}].exists(k, k in self.podLabels)",
+            message=f"{path}.podLabels: {', '.join(OPERATOR_LABELS)} are the operator's labels"
+            " (its selectors use them): remove them",
+        ),
+        Validation(
+            rule="!has(self.podAnnotations) ||"
+            f" ![{reserved_annotations}].exists(k, k in self.podAnnotations)",
+            message=f"{path}.podAnnotations: {', '.join(OPERATOR_ANNOTATIONS)} are the"
+            " operator's (where the sidecar's /metrics is): remove them",
         ),
     )
 
@@ -325,4 +535,82 @@ class ActorTemplate(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     flavor: Annotated[
         ObjectName | None,
         doc("ResourceFlavor whose node labels and tolerations the pods get; unset = none."),
+    ] = None
+    image_pull_secrets: Annotated[
+        Annotated[list[ObjectName], msgspec.Meta(max_length=16)] | None,
+        doc(
+            "Secrets (names, in the actor's namespace) holding registry credentials for the"
+            " images; the pod's imagePullSecrets."
+        ),
+    ] = None
+    service_account_name: Annotated[
+        ObjectName | None,
+        doc(
+            "ServiceAccount the pods run as (workload identity); its API token is not mounted."
+            " Unset = the namespace's default."
+        ),
+    ] = None
+    runtime_class_name: Annotated[
+        ObjectName | None,
+        doc("RuntimeClass of the pods (e.g. `nvidia`); unset = the cluster's default."),
+    ] = None
+    priority_class_name: Annotated[
+        ObjectName | None,
+        doc(
+            "PriorityClass of the pods (the scheduler's preemption; asya's own admission"
+            " priority is `priority`); unset = none."
+        ),
+    ] = None
+    volumes: Annotated[
+        Annotated[list[Volume], msgspec.Meta(max_length=32, extra_json_schema=LIST_MAP_BY_NAME)]
+        | None,
+        doc(
+            "Extra volumes of the pod, as core Volumes (a name and one source: emptyDir,"
+            " configMap, secret, persistentVolumeClaim, ...); mounted in the runtime container"
+            " by `volumeMounts`. The source's own fields are not checked here: the API server"
+            " checks them when it takes the pods' Deployment or StatefulSet."
+        ),
+    ] = None
+    volume_mounts: Annotated[
+        Annotated[
+            list[VolumeMount],
+            msgspec.Meta(
+                max_length=32,
+                extra_json_schema={
+                    "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["mountPath"],
+                },
+            ),
+        ]
+        | None,
+        doc("Where `volumes` appear in the runtime container."),
+    ] = None
+    affinity: Annotated[
+        dict[str, Any] | None,
+        doc("The pods' affinity (node, pod and pod anti-affinity), as core Affinity."),
+    ] = None
+    tolerations: Annotated[
+        Annotated[list[Toleration], msgspec.Meta(max_length=32)] | None,
+        doc("Tolerations the pods get after the flavor's."),
+    ] = None
+    node_selector: Annotated[
+        Annotated[dict[str, str], msgspec.Meta(max_length=32)] | None,
+        doc(
+            "Node labels the pods require besides the flavor's; on a key the flavor also sets,"
+            " the flavor's value wins (its quota is for its nodes)."
+        ),
+    ] = None
+    pod_labels: Annotated[
+        Annotated[dict[str, _LabelValue], msgspec.Meta(max_length=64)] | None,
+        doc(
+            "Extra labels of the pods; the keys the operator sets (asya.sh/actor, the"
+            " app.kubernetes.io ones, ...) are refused."
+        ),
+    ] = None
+    pod_annotations: Annotated[
+        Annotated[dict[str, str], msgspec.Meta(max_length=64)] | None,
+        doc("Extra annotations of the pods; the operator's prometheus.io ones are refused."),
+    ] = None
+    sidecar: Annotated[
+        SidecarOptions | None, doc("The sidecar container's resources; unset = derived.")
     ] = None

@@ -28,12 +28,10 @@ from asya_operator.api.metadata import (
 )
 from asya_operator.config import OperatorConfig
 from asya_operator.plans.pods import (
-    actor_volumes,
+    actor_pod_template,
     env_entry,
-    placement,
     placement_flavor,
     pod_template,
-    runtime_container,
     sidecar_container,
 )
 from asya_operator.plans.scaling import (
@@ -47,8 +45,7 @@ def _deployment(
     meta: dict[str, Any],
     selector: dict[str, str],
     replicas: int,
-    pod_spec: dict[str, Any],
-    config: OperatorConfig,
+    template: dict[str, Any],
 ) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
@@ -57,7 +54,7 @@ def _deployment(
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": selector},
-            "template": pod_template(meta["labels"], pod_spec, config),
+            "template": template,
         },
     }
 
@@ -85,18 +82,18 @@ def plan_deployment(
     meta = object_meta(name, namespace, ACTOR_COMPONENT, [actor], controller=True)
     overrides = _execution_overrides(actor)
     extra = [] if overrides is None else [env_entry(env_var("actor_overrides"), overrides)]
-    pod_spec = {
-        "containers": [
-            runtime_container(actor.spec, config, extra),
-            sidecar_container(
-                name, namespace, actor.spec.broker.secret_name, config, with_socket=True
-            ),
-        ],
-        "volumes": actor_volumes(),
-        **placement(flavor),
-    }
+    template = actor_pod_template(
+        actor.spec,
+        meta["labels"],
+        flavor,
+        config,
+        actor=name,
+        namespace=namespace,
+        secret_name=actor.spec.broker.secret_name,
+        extra_env=extra,
+    )
     selector = selector_labels(name, ACTOR_COMPONENT)
-    return _deployment(meta, selector, running_replicas(actor), pod_spec, config)
+    return _deployment(meta, selector, running_replicas(actor), template)
 
 
 def plan_end_actors(
@@ -133,7 +130,9 @@ def plan_end_actors(
             ]
         }
         selector = selector_labels(end, END_ACTOR_COMPONENT)
-        deployments.append(_deployment(meta, selector, 1, pod_spec, config))
+        deployments.append(
+            _deployment(meta, selector, 1, pod_template(meta["labels"], pod_spec, config))
+        )
     return deployments
 
 

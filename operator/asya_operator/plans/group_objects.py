@@ -34,14 +34,7 @@ from asya_operator.api.metadata import (
     object_meta,
 )
 from asya_operator.config import OperatorConfig
-from asya_operator.plans.pods import (
-    actor_volumes,
-    env_entry,
-    placement,
-    pod_template,
-    runtime_container,
-    sidecar_container,
-)
+from asya_operator.plans.pods import actor_pod_template, env_entry
 from asya_operator.plans.scaling import plan_group_keda
 
 POD_INDEX_LABEL: Final = "apps.kubernetes.io/pod-index"
@@ -177,15 +170,16 @@ def _statefulset(
             "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{POD_INDEX_LABEL}']"}},
         }
     )
-    secret = group.spec.broker.secret_name
-    pod_spec = {
-        "containers": [
-            runtime_container(member.template, config, extra),
-            sidecar_container(actor, namespace, secret, config, with_socket=True),
-        ],
-        "volumes": actor_volumes(),
-        **placement(flavor),
-    }
+    template = actor_pod_template(
+        member.template,
+        pod_labels,
+        flavor,
+        config,
+        actor=actor,
+        namespace=namespace,
+        secret_name=group.spec.broker.secret_name,
+        extra_env=extra,
+    )
     selector = _instance_labels(name, instance) | {MEMBER_LABEL: member.name}
     return {
         "apiVersion": "apps/v1",
@@ -196,6 +190,6 @@ def _statefulset(
             "serviceName": service_name(name, instance),
             "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": selector},
-            "template": pod_template(pod_labels, pod_spec, config),
+            "template": template,
         },
     }
