@@ -36,6 +36,8 @@ WATCHED = "team-a"
 # and nothing else.
 CLUSTER_WIDE: set[Rule] = {
     ("asya.sh", "resourceflavors", "get"),
+    ("asya.sh", "resourceflavors", "list"),
+    ("asya.sh", "resourceflavors", "watch"),
     ("asya.sh", "resourcepools", "list"),
     ("asya.sh", "resourcepools", "watch"),
     ("asya.sh", "resourcepools/status", "patch"),

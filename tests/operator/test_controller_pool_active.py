@@ -8,6 +8,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from asya_operator.api.template import GROUP, VERSION
 
 from tests.operator.controller_world import WAIT_S
 from tests.operator.test_controller_admission import POOLS, pool_body
@@ -49,3 +50,25 @@ async def test_a_pool_naming_a_missing_flavor_is_inactive_until_its_quotas_are_f
     assert active_of(pool)["reason"] == "Ready"
     assert active_of(pool)["observedGeneration"] == pool["metadata"]["generation"]
     assert pool["status"]["observedGeneration"] == pool["metadata"]["generation"]
+
+
+async def test_a_pool_whose_missing_flavor_is_created_becomes_active(world, operator, quota):
+    create, _patch = quota
+    gpu = {"name": "nvidia.com/gpu", "nominal": 1}
+    body = pool_body(2)
+    body["spec"]["quotas"].append({"flavor": "a100", "resources": [gpu]})
+    await create("resourcepools", body)
+    async with asyncio.timeout(WAIT_S):
+        await world.cluster.wait_for(
+            POOLS, None, "team-a", lambda p: active_of(p).get("status") == "False"
+        )
+
+    # The flavor is created (a flavor's event asks for a pass), and Active follows.
+    flavor = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceFlavor"}
+    await create("resourceflavors", {**flavor, "metadata": {"name": "a100"}, "spec": {}})
+
+    async with asyncio.timeout(WAIT_S):
+        pool = await world.cluster.wait_for(
+            POOLS, None, "team-a", lambda p: active_of(p).get("status") == "True"
+        )
+    assert active_of(pool)["reason"] == "Ready"

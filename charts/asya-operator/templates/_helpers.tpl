@@ -40,10 +40,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{/* Grants on cluster-scoped kinds, and what kopf lists cluster-wide whatever it watches. */}}
 {{- define "asya-operator.clusterRules" -}}
-# Node labels and tolerations of an actor's or a member's flavor.
+# Node labels and tolerations of an actor's or a member's flavor; a flavor that appears or
+# changes starts an admission pass (a pool's flavors are looked up by it).
 - apiGroups: ["asya.sh"]
   resources: ["resourceflavors"]
-  verbs: ["get"]
+  verbs: ["get", "list", "watch"]
 # The quota actors' replicas and gang instances are admitted by: a change starts a pass.
 - apiGroups: ["asya.sh"]
   resources: ["resourcepools", "cohorts"]

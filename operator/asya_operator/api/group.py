@@ -196,7 +196,8 @@ class GroupCondition(Condition, frozen=True, kw_only=True, rename="camel"):
     type: Annotated[
         str,
         doc(
-            "Which aspect: QuotaReserved, Admitted, PodsReady, Preempted, Evicted or Degraded.",
+            "Which aspect: Ready, QuotaReserved, Admitted, PodsReady, Preempted, Evicted or"
+            " Degraded.",
             max_length=316,
         ),
     ]
@@ -284,7 +285,7 @@ class ActorGroupStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
     ] = None
     conditions: Annotated[
         Annotated[list[GroupCondition], msgspec.Meta(extra_json_schema=LIST_MAP_BY_TYPE)] | None,
-        doc("QuotaReserved, Admitted, PodsReady, Preempted, Evicted and Degraded."),
+        doc("Ready, QuotaReserved, Admitted, PodsReady, Preempted, Evicted and Degraded."),
     ] = None
 
 

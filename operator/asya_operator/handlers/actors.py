@@ -11,7 +11,7 @@ the object under its id, so they outlive a rename.
   Secrets for it); an in-memory index of the actors' `spec.broker.secretName`
   (`actors_by_secret`) filters out the others before any handler runs, so they cost no
   request;
-- a ResourcePool or Cohort changing: an admission pass (`request`);
+- a ResourcePool, Cohort or ResourceFlavor changing: an admission pass (`request`);
 - an AsyncActor deleted (behind kopf's finalizer): `release`.
 """
 
@@ -62,7 +62,7 @@ class ActorHandlers:
         kopf.on.event("v1", "secrets", when=_is_used, registry=registry, id="follow_secret")(
             self.follow_secret
         )
-        for kind in ("ResourcePool", "Cohort"):
+        for kind in ("ResourcePool", "Cohort", "ResourceFlavor"):
             quota = KINDS[kind]
             kopf.on.event(
                 quota.group, quota.version, quota.plural, registry=registry, id="follow_quota"
@@ -105,7 +105,7 @@ class ActorHandlers:
             await self._actors.follow(_namespaced(namespace), actor)
 
     async def follow_quota(self, **_: Any) -> None:
-        """A pool or cohort appeared, changed or went: admission decides again for everyone."""
+        """A pool, cohort or flavor appeared, changed or went: admission decides again."""
         self._admission.request()
 
 
