@@ -32,7 +32,7 @@ import kubernetes
 from kubernetes.client import ApiClient, ApiException, CoreV1Api, CustomObjectsApi
 
 from asya_operator.api.actor import AsyncActor
-from asya_operator.api.decoding import decodable, decode
+from asya_operator.api.decoding import StoredSpecError, decodable, decode
 from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.group import ActorGroup
 from asya_operator.api.metadata import (
@@ -55,6 +55,10 @@ _log = logging.getLogger(__name__)
 
 FIELD_MANAGER: Final = "asya-operator"
 """Who the operator's server-side applies are recorded as."""
+
+CALL_TIMEOUT_S: Final = 60.0
+"""The longest one call to the API server (a read, a list, the applies of one object set) may
+take before its caller gets a TimeoutError."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,7 +187,10 @@ class Kube:
             with ApiClient() as api:
                 return call(api, *args)
 
-        return await asyncio.to_thread(run)
+        # Bounded: an API server that never answers fails the caller (a pass is tried again)
+        # instead of holding the admission loop for ever; the thread ends with its socket.
+        async with asyncio.timeout(CALL_TIMEOUT_S):
+            return await asyncio.to_thread(run)
 
     async def read(self, model: type[T], namespace: str | None, name: str) -> T | None:
         """The custom resource `model` (AsyncActor, ActorGroup, ...) `namespace/name` as stored
@@ -324,7 +331,11 @@ def _read_secret(api: ApiClient, namespace: str, name: str) -> dict[str, str] | 
 def _read_flavors(api: ApiClient, names: Iterable[str]) -> dict[str, ResourceFlavor]:
     found = {}
     for name in names:
-        flavor = _read(api, ResourceFlavor, None, name)
+        try:
+            flavor = _read(api, ResourceFlavor, None, name)
+        except StoredSpecError as exc:  # as if missing: what names it says so, alone
+            _log.warning("flavor left out", extra={"object": name, "error": str(exc)})
+            continue
         if flavor is not None:
             found[name] = flavor
     return found

@@ -19,7 +19,7 @@ from asya_operator.config import load_operator_config
 from asya_operator.kube import AdmissionWorld, Kube
 from asya_operator.plans.admission import admit
 from asya_operator.plans.workloads import PooledActor
-from asya_operator.reconcile.admission import AdmissionLoop
+from asya_operator.reconcile.admission import AdmissionLoop, AdmissionPassError
 
 from tests.operator.test_controller_admission import gpu_actor, pool_body
 
@@ -87,7 +87,7 @@ async def test_a_burst_of_a_hundred_changes_during_a_pass_is_one_more_pass_decid
     kube.reading.clear()
     in_flight = running.request()
     await kube.reading.wait()  # a pass has started and waits on its read
-    burst: list[asyncio.Future[None]] = []
+    burst: list[int] = []
     desired: dict[str, int] = {}
     for n in range(CHANGES):
         name, replicas = f"a{n % ACTORS}", 1 + (n * 7) % 4
@@ -95,11 +95,9 @@ async def test_a_burst_of_a_hundred_changes_during_a_pass_is_one_more_pass_decid
         desired[name] = replicas
         burst.append(running.request())
     # Every request of the burst is covered by one pass: the one after the pass in flight.
-    assert all(future is burst[0] for future in burst)
-    assert burst[0] is not in_flight
+    assert burst == [in_flight + 1] * CHANGES
     kube.held.set()
-    await in_flight
-    await burst[0]
+    await running.settle()  # asked before that pass starts: covered by it too
     assert running.passes == 3
 
     # The engine, asked directly about the same snapshot (nothing held before the burst).
@@ -150,7 +148,7 @@ async def test_a_failed_pass_reaches_whoever_waits_for_it_and_is_tried_again(wor
     await create("resourcepools", pool_body(2))
     await world.create_actor(gpu_actor("a0", replicas=2))
     kube.failures = 1
-    with pytest.raises(RuntimeError, match="500"):
+    with pytest.raises(AdmissionPassError, match="500"):
         await running.settle()
     # Tried again on its own after recheck_s (no request), and then it decides.
     kube.reading.clear()
@@ -161,3 +159,41 @@ async def test_a_failed_pass_reaches_whoever_waits_for_it_and_is_tried_again(wor
     assert actor is not None
     assert actor.status is not None
     assert actor.status.admitted_replicas == 2
+
+
+async def test_a_waiter_cancelled_does_not_cancel_the_pass_the_others_wait_for(world, loop):
+    running, kube = loop
+    await running.settle()
+    kube.held.clear()
+    kube.reading.clear()
+    first = asyncio.create_task(running.settle())
+    await kube.reading.wait()
+    impatient, patient = (asyncio.create_task(running.settle()) for _ in range(2))
+    await asyncio.sleep(0)  # both waiting on the pass after the one in flight
+
+    impatient.cancel()
+    kube.held.set()
+
+    await first
+    await patient  # the pass it waited for ran, though another waiter of it was cancelled
+    assert impatient.cancelled()
+    assert running.passes == 3
+
+
+async def test_whoever_waits_when_the_loop_stops_is_told_so(world, loop):
+    running, kube = loop
+    await running.settle()
+    kube.held.clear()
+    kube.reading.clear()
+    waiting = asyncio.create_task(running.settle())
+    await kube.reading.wait()
+    queued = asyncio.create_task(running.settle())
+    await asyncio.sleep(0)
+
+    await running.stop()
+
+    for task in (waiting, queued):
+        with pytest.raises(RuntimeError, match="stopped"):
+            await task
+    with pytest.raises(RuntimeError, match="not running"):
+        await running.settle()

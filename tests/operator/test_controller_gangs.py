@@ -20,6 +20,7 @@ from tests.operator.controller_world import (
     STATEFULSETS,
     async_actor,
     condition_of,
+    operator_registry,
 )
 
 pytestmark = [pytest.mark.rabbitmq, pytest.mark.usefixtures("quota_watch")]
@@ -264,3 +265,14 @@ def test_only_the_secrets_a_group_names_wake_the_admission_loop():
     assert handlers._is_used(namespace="ml", name="asya-broker", groups_by_secret=index)
     assert not handlers._is_used(namespace="ml", name="other", groups_by_secret=index)
     assert not handlers._is_used(namespace="ml-a", name="asya-broker", groups_by_secret=index)
+
+
+def test_the_operator_watches_the_secrets_groups_name(monkeypatch):
+    monkeypatch.setenv("ASYA_OPERATOR_SIDECAR_IMAGE", "reg/sidecar:1")
+    registry = operator_registry()
+
+    # kopf keeps its handlers by kind of activity; their ids are ours (handlers/groups.py).
+    watching = {h.id for h in registry._watching.get_all_handlers()}
+    indexing = {h.id for h in registry._indexing.get_all_handlers()}
+    assert "follow_group_secret" in watching
+    assert "groups_by_secret" in indexing

@@ -13,11 +13,15 @@ from asya.settings import ProcessSettings
 
 @pytest.fixture
 def restored_root():
-    root = logging.getLogger()
+    # kopf.configure changes the root logger and quiets asyncio's: both put back after.
+    root, quieted = logging.getLogger(), logging.getLogger("asyncio")
     handlers, level = list(root.handlers), root.level
+    asyncio_handlers, propagate = list(quieted.handlers), quieted.propagate
     yield root
     root.handlers[:] = handlers
     root.setLevel(level)
+    quieted.handlers[:] = asyncio_handlers
+    quieted.propagate = propagate
 
 
 def _emit(root: logging.Logger, capsys) -> str:

@@ -48,6 +48,10 @@ class GroupHandlers:
             registry=registry,
             id="follow_statefulset",
         )(self.follow_statefulset)
+        kopf.index(*GROUPS, registry=registry, id="groups_by_secret")(self.groups_by_secret)
+        kopf.on.event("v1", "secrets", when=_is_used, registry=registry, id="follow_group_secret")(
+            self.follow_secret
+        )
 
     async def reconcile(self, *, body: kopf.Body, namespace: str | None, **_: Any) -> None:
         """Admit and apply an ActorGroup, declare its members' queues, or report what it

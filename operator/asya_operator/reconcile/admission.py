@@ -92,13 +92,14 @@ class AdmissionLoop:
         self._passing = asyncio.Lock()
         self._alarm: float | None = None
         self._task: asyncio.Task[None] | None = None
+        self._taken = 0
         self.passes = 0
         """Passes run so far (failed ones included)."""
 
-    def request(self, *, refresh: Key | None = None) -> asyncio.Future[None]:
-        """Ask for a pass; the future of the pass that will cover it (done when that pass
-        ends, with its error if it failed). `refresh` is an ActorGroup whose objects that pass
-        applies even if what it runs is unchanged (its spec changed)."""
+    def request(self, *, refresh: Key | None = None) -> int:
+        """Ask for a pass; the number of the pass that will cover it (every request made
+        before a pass starts is covered by that one). `refresh` is an ActorGroup whose objects
+        that pass applies even if what it runs is unchanged (its spec changed)."""
         if refresh is not None:
             self._refresh.add(refresh)
         if self._next is None:
@@ -106,15 +107,25 @@ class AdmissionLoop:
             # Retrieved here, so that a failed pass nobody waits for is not reported as lost.
             self._next.add_done_callback(_retrieve)
         self._wanted.set()
-        return self._next
+        return self._taken + 1
 
     async def settle(self, *, refresh: Key | None = None) -> None:
         """Ask for a pass and wait until it has run.
 
         Raises:
-            Exception: the pass failed (the API server's error, ...); it is tried again.
+            AdmissionPassError: the pass failed (the API server's error, ...); the loop tries
+                again after `recheck_s`, and so may the caller.
+            RuntimeError: the loop is not running.
         """
-        await asyncio.shield(self.request(refresh=refresh))
+        if self._task is None or self._task.done():
+            raise RuntimeError("the admission loop is not running")
+        self.request(refresh=refresh)
+        assert self._next is not None
+        try:
+            # Shielded: a waiter cancelled (kopf cancels handlers) never cancels the pass.
+            await asyncio.shield(self._next)
+        except AdmissionPassError as exc:
+            raise AdmissionPassError(str(exc)) from exc.__cause__
 
     @contextlib.asynccontextmanager
     async def between_passes(self) -> AsyncIterator[None]:
@@ -124,8 +135,10 @@ class AdmissionLoop:
             yield
 
     def start(self) -> None:
-        """Run the loop as a task of the running event loop."""
-        self._task = asyncio.create_task(self.run(), name="asya admission loop")
+        """Run the loop as a task of the running event loop (once: a second call while it
+        runs does nothing)."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self.run(), name="asya admission loop")
 
     async def stop(self) -> None:
         """Cancel the loop's task and wait for it."""
@@ -135,24 +148,34 @@ class AdmissionLoop:
                 await self._task
 
     async def run(self) -> None:
-        """Run passes for ever: whenever asked, and when the alarm rings."""
-        while True:
-            await self._wait()
-            self._wanted.clear()
-            covered, self._next = self._next, None
-            refresh, self._refresh = self._refresh, set()
-            try:
-                async with self._passing:
-                    self._alarm = await self.run_pass(refresh)
-            except Exception as exc:  # tried again after recheck_s; the askers see the error
-                _log.warning("admission pass failed", extra={"error": str(exc)})
-                self._refresh |= refresh
-                self._alarm = self._clock() + self._config.recheck_s
-                if covered is not None:
-                    covered.set_exception(exc)
-            else:
-                if covered is not None:
-                    covered.set_result(None)
+        """Run passes for ever: whenever asked, and when the alarm rings. Whoever waits for a
+        pass when the loop stops is told so, never left waiting."""
+        covered: asyncio.Future[None] | None = None
+        try:
+            while True:
+                await self._wait()
+                self._wanted.clear()
+                covered, self._next = self._next, None
+                self._taken += 1
+                refresh, self._refresh = self._refresh, set()
+                try:
+                    async with self._passing:
+                        self._alarm = await self.run_pass(refresh)
+                except Exception as exc:  # tried again after recheck_s; the askers see it
+                    _log.warning("admission pass failed", extra={"error": str(exc)})
+                    self._refresh |= refresh
+                    self._alarm = self._clock() + self._config.recheck_s
+                    failed = AdmissionPassError(f"admission pass failed: {exc}")
+                    failed.__cause__ = exc
+                    _settle(covered, failed)
+                else:
+                    _settle(covered, None)
+                covered = None
+        finally:
+            stopped = RuntimeError("the admission loop stopped")
+            _settle(covered, stopped)
+            _settle(self._next, stopped)
+            self._next = None
 
     async def _wait(self) -> None:
         if self._wanted.is_set():
@@ -201,6 +224,12 @@ class AdmissionLoop:
         for key, group in groups.items():
             running = set(instances.holding(states[key]))
             await self._stop_instances_but(group, key[0], running, world.group_pods.get(key, []))
+        for namespace, actor in world.actors:
+            # Every Deployment down to what it may run now, before any status or growth: an
+            # actor new to its pool may run more than its status says it holds.
+            admitted = decided.actors[namespace, actor_name(actor)].admitted
+            allowed = min(desired_replicas(actor), admitted)
+            await self._kube.scale_down(namespace, actor_name(actor), allowed)
         await self._carry_out_actors(world, decided, now)
         for key, group in groups.items():
             # Events first: whoever sees the new status finds them posted.
@@ -271,16 +300,16 @@ class AdmissionLoop:
                 waiting[key] = since
             if not status.changed(actor.status):
                 continue
-            words = _admission_words(actor, admission)
-            _log.info("admission", extra={"object": f"{key[0]}/{key[1]}", "decision": words})
-            await self._actor_event(actor, admission, words)  # first: the status's readers see it
+            held = (admission.admitted, admission.flavor if admission.admitted else None)
+            moved = held != (admitted_replicas(actor), _admitted_flavor(actor))
+            if moved or admission.preempted_by is not None:
+                words = _admission_words(actor, admission)
+                fields = {"object": f"{key[0]}/{key[1]}", "decision": words}
+                _log.info("admission", extra=fields)
+                await self._actor_event(actor, admission, words)  # first: the status's readers
             await self._kube.patch_status(AsyncActor, namespace, key[1], status)
-            if admission.admitted < admitted_replicas(actor):
-                # Scaled down here and now, a Degraded actor too: the quota it gives up may be
-                # another's next, whose Deployment grows below.
-                running = min(desired_replicas(actor), admission.admitted)
-                await self._kube.scale_down(namespace, key[1], running)
-            await self._reapply(namespace, key[1], at)
+            if moved:  # its Deployment and ScaledObject follow (the shrink is done already)
+                await self._reapply(namespace, key[1], at)
         metrics.record_pending(waiting)
 
     async def _reapply(self, namespace: str, name: str, at: datetime) -> None:
@@ -372,6 +401,19 @@ class AdmissionLoop:
                 _log.warning("ActorGroup not applied", extra=fields)
 
 
+class AdmissionPassError(RuntimeError):
+    """An admission pass failed (the message says why); the loop tries again."""
+
+
+def _settle(future: asyncio.Future[None] | None, error: BaseException | None) -> None:
+    if future is None or future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
+
+
 def _retrieve(future: asyncio.Future[None]) -> None:
     if not future.cancelled():
         future.exception()
@@ -434,6 +476,11 @@ def _groups_before(
         else:
             states[key], changes[key] = instances.before_pass(group, seen, now)
     return states, changes
+
+
+def _admitted_flavor(actor: AsyncActor) -> str | None:
+    status = actor.status
+    return status.admitted_flavor if status is not None and status.admitted_replicas else None
 
 
 def _admission_words(actor: AsyncActor, admission: ActorAdmission) -> str:

@@ -75,8 +75,14 @@ class GroupReconciler:
         world = await self._kube.world(fresh, namespace)
         owners = end_actor_owners(world.owners, current=fresh)
         await self._kube.apply(plan_end_actors(namespace, owners, self._config))
-        assert world.secret is not None  # not Degraded: the Secret and its keys are there
-        url = world.secret[BROKER_AMQP_URL_KEY]
+        url = (world.secret or {}).get(BROKER_AMQP_URL_KEY)
+        if url is None:  # gone since the pass found it: the next pass says so in the status
+            secret = fresh.spec.broker.secret_name
+            raise kopf.TemporaryError(
+                f"Secret {namespace}/{secret} or its {BROKER_AMQP_URL_KEY} is gone;"
+                f" checking again in {recheck_s} s",
+                delay=recheck_s,
+            )
         try:
             for member in group.spec.members:
                 await declare_actor_queues(url, namespace, member_actor(name, member.name))
