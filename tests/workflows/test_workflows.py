@@ -1,7 +1,8 @@
-"""The GitHub Actions workflows: linted by actionlint, and doing what the repository needs of
-them (release: every image for amd64 and arm64 under the names the charts pull; e2e: the kind
-script on every push; ci: .ci/run). None of them can run here; these checks are what can be
-known about them without GitHub."""
+"""The GitHub Actions workflows: valid against GitHub's workflow schema (check-jsonschema, which
+ships a copy of it), linted by actionlint where it is installed, and doing what the repository
+needs of them (release: every image for amd64 and arm64 under the names the charts pull; e2e:
+the kind script on every push; ci: .ci/run). None of them can run here; these checks are what
+can be known about them without GitHub."""
 
 from __future__ import annotations
 
@@ -41,6 +42,40 @@ def _actionlint() -> str | None:
     return shutil.which("actionlint") or shutil.which(
         "actionlint", path=str(Path(sys.executable).parent)
     )
+
+
+def test_every_workflow_is_valid_against_githubs_workflow_schema():
+    checker = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent))
+    assert checker is not None, "check-jsonschema is in the dev extra: pip install -e '.[dev]'"
+    files = sorted(str(p) for p in WORKFLOWS.glob("*.yml"))
+    assert files
+
+    done = subprocess.run(
+        [checker, "--builtin-schema", "vendor.github-workflows", *files],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_schema_check_refuses_a_broken_workflow(tmp_path):
+    checker = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent))
+    assert checker is not None
+    broken = tmp_path / "broken.yml"
+    broken.write_text("on: push\njobs:\n  build:\n    runs-on: ubuntu-latest\n    stepz: []\n")
+
+    done = subprocess.run(
+        [checker, "--builtin-schema", "vendor.github-workflows", str(broken)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode != 0
 
 
 def test_actionlint_finds_nothing():
