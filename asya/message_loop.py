@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import enum
 import logging
+from asyncio import FIRST_COMPLETED
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -126,6 +127,7 @@ class MessageLoop:
         self._puller: asyncio.Task[None] | None = None
         self._hooks = hooks
         self._pausing = asyncio.Lock()  # pause and resume each await: never interleaved
+        self._cut = asyncio.Event()
         self.state = LoopState.STARTING
 
     @classmethod
@@ -185,7 +187,8 @@ class MessageLoop:
                 self.state = LoopState.RUNNING
 
     async def stop(self, grace_s: float) -> None:
-        """Stop pulling, give in-flight work `grace_s` to finish, requeue the rest."""
+        """Stop pulling, give in-flight work `grace_s` to finish (less if `cut_short`), requeue
+        the rest."""
         if self.state is LoopState.STOPPED:
             return
         self.state = LoopState.DRAINING
@@ -195,7 +198,12 @@ class MessageLoop:
                 await self._puller
         self._handler.drain()
         if self._inflight:
-            _, pending = await asyncio.wait(set(self._inflight), timeout=grace_s)
+            finished = asyncio.ensure_future(asyncio.wait(set(self._inflight)))
+            cut = asyncio.ensure_future(self._cut.wait())
+            await asyncio.wait({finished, cut}, timeout=grace_s, return_when=FIRST_COMPLETED)
+            finished.cancel()
+            cut.cancel()
+            pending = [task for task in self._inflight if not task.done()]
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
@@ -203,6 +211,11 @@ class MessageLoop:
             # Gives back whatever is still owned: messages of cancelled calls included.
             await self._subscription.close()
         self.state = LoopState.STOPPED
+
+    def cut_short(self) -> None:
+        """Stop waiting for the calls in flight, now or in a drain to come: what they hold is
+        given back at once (a runtime gone while its sidecar drains answers none of them)."""
+        self._cut.set()
 
     @property
     def busy(self) -> int:

@@ -197,11 +197,26 @@ async def _serve_actor(
             await parts.stop_consuming()  # it went down again before there was a loop to pause
         print(f"asya-sidecar: serving '{actor}'", file=sys.stderr, flush=True)
         await stop.wait()
-        await loop.stop(settings.runtime.grace_s)
+        await _drain(loop, parts.runtime, settings.runtime.grace_s)
     finally:
         if parts.runtime is not None:
             await parts.runtime.aclose()
         await transport.aclose()
+
+
+async def _drain(loop: MessageLoop, runtime: RuntimeLink | None, grace_s: float) -> None:
+    """Drain `loop` for up to `grace_s`; cut short once the runtime is unreachable: a pod being
+    stopped gets no runtime back, so the calls waiting for it would only wait out the grace
+    (the pod's, which covers the actor's timeout), their envelopes held all that time."""
+    draining = asyncio.ensure_future(loop.stop(grace_s))
+    if runtime is not None:
+        gone = asyncio.ensure_future(runtime.unreachable())
+        await asyncio.wait({draining, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if gone.done() and not draining.done():
+            log.warning("runtime gone while draining; calls in flight go back to the queue")
+            loop.cut_short()
+        gone.cancel()
+    await draining
 
 
 async def _unless_stopped(stop: asyncio.Event, work: Awaitable[T]) -> T | None:

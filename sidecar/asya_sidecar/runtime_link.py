@@ -237,6 +237,12 @@ class RuntimeLink:
         )
         await self._tell(self._on_down)
 
+    async def unreachable(self) -> None:
+        """Return once the runtime is unreachable (its connection lost, or the link closed)."""
+        gone = (LinkState.LOST, LinkState.DOWN, LinkState.CLOSED)
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.state in gone)
+
     async def _resume(self, client: RuntimeClient) -> None:
         """`on_up`, again with backoff until it succeeds (or the runtime is gone again)."""
         attempt = 1

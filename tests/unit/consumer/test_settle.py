@@ -152,3 +152,25 @@ def _consumer(target, transport, observer):
         rng=rng(),
         hooks=observer,
     )
+
+
+async def test_a_drain_cut_short_gives_the_calls_in_flight_back_at_once():
+    transport = MemoryTransport()
+    await transport.declare("a")
+    started = asyncio.Event()
+
+    async def handle(messages):
+        started.set()
+        await asyncio.Event().wait()  # a call whose runtime is gone: it never answers
+
+    await transport.publish("a", b"held")
+    loop = MessageLoop(transport, "a", OnePhase(handle))
+    await loop.start()
+    await asyncio.wait_for(started.wait(), 5)
+
+    draining = asyncio.create_task(loop.stop(3600))
+    await asyncio.sleep(0)
+    loop.cut_short()
+    await asyncio.wait_for(draining, 5)  # not the grace: the call is given up
+
+    assert (await transport.depth("a")).total == 1
