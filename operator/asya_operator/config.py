@@ -57,6 +57,9 @@ class OperatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     recheck_s: float = 30.0
     """Seconds between checks of an actor left Degraded (its Secret or flavor missing) or whose
     queues could not be declared: it recovers this long at most after the cause is fixed."""
+    api_timeout_s: float = 60.0
+    """Seconds one call to the API server may wait to connect, and then for each read, before
+    it fails (an admission pass that fails is tried again `recheck_s` later)."""
     require_pool_for_accelerators: bool = False
     """Refuse an AsyncActor or ActorGroup that asks for GPUs and has no pool (neither
     `spec.pool` nor its namespace's `asya.sh/default-pool` label): it is Degraded

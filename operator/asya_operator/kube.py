@@ -57,8 +57,7 @@ FIELD_MANAGER: Final = "asya-operator"
 """Who the operator's server-side applies are recorded as."""
 
 CALL_TIMEOUT_S: Final = 60.0
-"""The longest one call to the API server (a read, a list, the applies of one object set) may
-take before its caller gets a TimeoutError."""
+"""The default longest wait of one call to the API server (`OperatorConfig.api_timeout_s`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,8 +173,9 @@ class Kube:
     then decides over that namespace's actors and groups only, as a namespaced operator may
     neither read nor write another's (its pools are to be its own; docs/kubernetes.md)."""
 
-    def __init__(self, namespace: str | None = None) -> None:
+    def __init__(self, namespace: str | None = None, *, timeout_s: float = CALL_TIMEOUT_S) -> None:
         self._namespace = namespace
+        self._timeout_s = timeout_s
 
     async def connect(self) -> None:
         """Point the official client at the cluster: in a pod its service account, else the
@@ -184,12 +184,13 @@ class Kube:
 
     async def _call(self, call: Callable[..., T], *args: Any) -> T:
         def run() -> T:
-            with ApiClient() as api:
+            with _BoundedApiClient(self._timeout_s) as api:
                 return call(api, *args)
 
-        # Bounded: an API server that never answers fails the caller (a pass is tried again)
-        # instead of holding the admission loop for ever; the thread ends with its socket.
-        async with asyncio.timeout(CALL_TIMEOUT_S):
+        # Bounded twice: an API server that never answers fails the caller (a pass is tried
+        # again) instead of holding the admission loop, and the worker thread's socket gives
+        # up too, so the thread ends instead of holding the loop's close for ever.
+        async with asyncio.timeout(self._timeout_s):
             return await asyncio.to_thread(run)
 
     async def read(self, model: type[T], namespace: str | None, name: str) -> T | None:
@@ -279,6 +280,22 @@ class Kube:
         except Exception as exc:  # the API server's answer, whatever it is: reported, not fatal
             name = body.get("metadata", {}).get("name")
             _log.warning("event not posted", extra={"reason": reason, "object": name, "error": exc})
+
+
+class _BoundedApiClient(ApiClient):
+    """The official client with a socket timeout (connect, and each read) on every request that
+    names none: its default is to wait for ever."""
+
+    def __init__(self, timeout_s: float) -> None:
+        super().__init__()
+        self._timeout_s = timeout_s
+
+    def call_api(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["_request_timeout"] = kwargs.get("_request_timeout") or (
+            self._timeout_s,
+            self._timeout_s,
+        )
+        return super().call_api(*args, **kwargs)
 
 
 def _load_client_config() -> None:

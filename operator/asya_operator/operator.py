@@ -58,7 +58,7 @@ def build(
 ) -> Operator:
     """The operator for `config`, its handlers on `Operator.registry`: watching `namespace`
     only, or every namespace (None); `clock` is the admission loop's (Unix seconds)."""
-    kube = Kube(namespace)
+    kube = Kube(namespace, timeout_s=config.api_timeout_s)
     admission = AdmissionLoop(kube, config, clock=clock)
     actors = ActorReconciler(
         kube, config, settle=admission.settle, between_passes=admission.between_passes

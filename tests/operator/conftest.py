@@ -59,6 +59,9 @@ async def cluster(tmp_path, monkeypatch) -> AsyncIterator[Cluster]:
         )
         # The operator's /healthz and /metrics on a free port: tests run several operators.
         monkeypatch.setenv("ASYA_OPERATOR_PORT", "0")
+        # A call left in flight when the test stops the operator (its thread outlives the
+        # cancelled task) ends this soon after the stand-in goes: the loop's close waits for it.
+        monkeypatch.setenv("ASYA_OPERATOR_API_TIMEOUT_S", "10")
         # Not in a pod: kopf's login must fall through to the kubeconfig.
         monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
         # load_kube_config() sets the process-wide default Configuration; restore it after.

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import threading
 
+import kubernetes
+import urllib3
+from asya_operator.api.actor import AsyncActor
 from asya_operator.api.template import GROUP, VERSION
 from asya_operator.kube import Kube
 from kubernetes.client import CustomObjectsApi
@@ -39,3 +45,57 @@ async def test_a_namespaced_client_reads_the_admission_world_of_its_namespace_on
         (other, "theirs"),
     }
     assert [p.metadata["name"] for p in scoped.pools] == ["team-a"]
+
+
+class SilentServer:
+    """A TCP server that accepts connections, reads requests and never answers: an API server
+    that hangs. Closing it closes every connection it took."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._taken: list[socket.socket] = []
+        self._accepting = threading.Thread(target=self._accept, daemon=True)
+        self._accepting.start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                connection, _address = self._listener.accept()
+                self._taken.append(connection)
+
+    def close(self) -> None:
+        self._listener.close()
+        for connection in self._taken:
+            connection.close()
+
+
+def test_a_call_to_an_api_server_that_never_answers_ends_and_so_does_its_thread(monkeypatch):
+    # The event loop waits for its worker threads when it closes (asyncio.run, an operator
+    # stopping): a call whose socket waited for ever held that close for ever, after its
+    # caller had long given up.
+    server = SilentServer()
+    configuration = kubernetes.client.Configuration()
+    configuration.host = f"http://127.0.0.1:{server.port}"
+    monkeypatch.setattr(kubernetes.client.Configuration, "_default", configuration)
+    outcome: list[BaseException | None] = []
+
+    async def call() -> None:
+        await Kube(timeout_s=0.2).read(AsyncActor, "ns", "name")
+
+    def run() -> None:
+        try:
+            asyncio.run(call())  # returns once the loop's worker threads have ended
+            outcome.append(None)
+        except BaseException as exc:  # the outcome is what the test reads
+            outcome.append(exc)
+
+    runner = threading.Thread(target=run, daemon=True)
+    try:
+        runner.start()
+        runner.join(timeout=30.0)  # a bound on a hang, not a measure of speed
+        assert not runner.is_alive(), "the loop never closed: the call's thread still waits"
+    finally:
+        server.close()
+    [error] = outcome
+    assert isinstance(error, TimeoutError | urllib3.exceptions.HTTPError), error
