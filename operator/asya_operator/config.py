@@ -9,7 +9,7 @@ an argument and read nothing else.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, Literal
 
 import msgspec
 
@@ -20,6 +20,11 @@ ENV_PREFIX: Final = "ASYA_OPERATOR_"
 
 DEFAULT_SIDECAR_IMAGE: Final = "ghcr.io/asya-sh/asya-sidecar:0.1.0"
 """The sidecar image when none is configured: asya's own release, the same version as asya."""
+
+GangScheduler = Literal["none", "kubernetes", "volcano", "kai"]
+"""Who places an admitted ActorGroup instance's pods whole: nobody but the default scheduler
+(`none`), or a gang-aware scheduler given a group object per instance
+(`asya_operator.plans.gangs`)."""
 
 _RUNTIME: Final = RuntimeSettings()
 _SIDECAR: Final = SidecarSettings()
@@ -60,6 +65,9 @@ class OperatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     api_timeout_s: float = 60.0
     """Seconds one call to the API server may wait to connect, and then for each read, before
     it fails (an admission pass that fails is tried again `recheck_s` later)."""
+    gang_scheduler: GangScheduler = "none"
+    """The gang scheduler of ActorGroups that name none (`spec.scheduling.gangScheduler`):
+    none, kubernetes (the Workload API's PodGroup, Kubernetes 1.37), volcano or kai."""
     require_pool_for_accelerators: bool = False
     """Refuse an AsyncActor or ActorGroup that asks for GPUs and has no pool (neither
     `spec.pool` nor its namespace's `asya.sh/default-pool` label): it is Degraded

@@ -45,6 +45,8 @@ from asya_operator.api.metadata import (
 )
 from asya_operator.api.pool import Cohort, ResourcePool
 from asya_operator.api.template import GROUP, VERSION
+from asya_operator.config import GangScheduler
+from asya_operator.plans.gangs import GANG_KINDS, unplaced_reason
 from asya_operator.plans.pods import placement_flavor
 from asya_operator.plans.pools import DEFAULT_POOL_LABEL, with_effective_pool
 from asya_operator.plans.statuses import StatusPatch
@@ -82,8 +84,18 @@ KINDS: Final[dict[str, Kind]] = {
     "ScaledObject": Kind("keda.sh", "v1alpha1", "scaledobjects", namespaced=True),
     "TriggerAuthentication": Kind("keda.sh", "v1alpha1", "triggerauthentications", namespaced=True),
     "Service": Kind("", "v1", "services", namespaced=True),
+    **{
+        f"PodGroup.{gang.group}": Kind(gang.group, gang.version, gang.plural, namespaced=True)
+        for gang in GANG_KINDS.values()
+    },
 }
-"""Every kind the operator reads or writes, by kind name."""
+"""Every kind the operator reads or writes, by kind name; a gang scheduler's PodGroup (one kind
+name in three API groups) as `PodGroup.{group}`."""
+
+GANG_KEYS: Final[dict[GangScheduler, str]] = {
+    scheduler: f"PodGroup.{gang.group}" for scheduler, gang in GANG_KINDS.items()
+}
+"""Each gang scheduler's PodGroup, as its key in `KINDS`."""
 
 _MODELS: Final[dict[type[Any], str]] = {
     AsyncActor: "AsyncActor",
@@ -164,6 +176,17 @@ class AdmissionWorld:
     """(kind, namespace, name) of every AsyncActor and ActorGroup with a pool (its own or its
     namespace's default) being deleted: out of every pass, though their pods run until their
     objects go."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GangStates:
+    """What the gang schedulers' PodGroups say."""
+
+    served: set[GangScheduler]
+    """The gang schedulers whose PodGroup kind the cluster serves (of those asked about)."""
+    unplaced: dict[tuple[str, str, int], str]
+    """(namespace, group, instance) -> why its scheduler cannot place it whole, in the
+    scheduler's words (`plans.gangs.unplaced_reason`)."""
 
 
 class Kube:
@@ -250,18 +273,27 @@ class Kube:
         await self._call(_scale_down, namespace, name, replicas)
 
     async def group_objects(self, namespace: str, group: str) -> list[tuple[str, str, int]]:
-        """(kind, name, instance) of every StatefulSet and Service the operator made for the
-        ActorGroup `namespace/group`."""
+        """(kind, name, instance) of every StatefulSet, Service and gang PodGroup the operator
+        made for the ActorGroup `namespace/group`."""
         return await self._call(_group_objects, namespace, group)
 
+    async def gang_states(self, schedulers: Collection[GangScheduler]) -> GangStates:
+        """Which of `schedulers` the cluster serves the PodGroups of, and what they say of the
+        instances they cannot place whole."""
+        if not schedulers:
+            return GangStates(served=set(), unplaced={})
+        return await self._call(_gang_states, self._namespace, sorted(schedulers))
+
     async def delete(self, namespace: str, objects: Collection[tuple[str, str]]) -> None:
-        """Delete each (kind, name) of `namespace` the operator made (a StatefulSet or a
-        Service; gone already: nothing to do). Pods stop gracefully: their sidecars drain."""
+        """Delete each (kind, name) of `namespace` the operator made (a StatefulSet, a Service,
+        a gang's PodGroup; gone already, or a kind not served: nothing to do). Pods stop
+        gracefully: their sidecars drain."""
         if objects:
             await self._call(_delete_objects, namespace, list(objects))
 
     async def delete_group_objects(self, namespace: str, group: str) -> None:
-        """Delete every StatefulSet and Service the operator made for `namespace/group`."""
+        """Delete every StatefulSet, Service and gang PodGroup the operator made for
+        `namespace/group`."""
         found = await self.group_objects(namespace, group)
         await self.delete(namespace, [(kind, name) for kind, name, _instance in found])
 
@@ -431,6 +463,14 @@ def _read_admission_world(api: ApiClient, namespace: str | None) -> AdmissionWor
     )
 
 
+def kind_key(body: Mapping[str, Any]) -> str:
+    """The key in `KINDS` of an object body: its kind, qualified by its API group where the
+    kind name alone is ambiguous (PodGroup)."""
+    if body["kind"] == "PodGroup":
+        return f"PodGroup.{str(body['apiVersion']).split('/')[0]}"
+    return str(body["kind"])
+
+
 def _is_leaving(item: Mapping[str, Any]) -> bool:
     return bool(item.get("metadata", {}).get("deletionTimestamp"))
 
@@ -486,7 +526,7 @@ def _apply_object(api: ApiClient, body: dict[str, Any]) -> dict[str, Any]:
         stored: dict[str, Any] = api.sanitize_for_serialization(_apply(patch, create))  # type: ignore[no-untyped-call]
         return stored
     custom = CustomObjectsApi(api)
-    where = _in(KINDS[body["kind"]], meta["namespace"])
+    where = _in(KINDS[kind_key(body)], meta["namespace"])
 
     def patch_custom() -> Any:
         return custom.patch_namespaced_custom_object(*where, meta["name"], body, **_APPLY_OPTIONS)
@@ -552,13 +592,50 @@ def _group_objects(api: ApiClient, namespace: str, group: str) -> list[tuple[str
     services = api.sanitize_for_serialization(  # type: ignore[no-untyped-call]
         core.list_namespaced_service(namespace, label_selector=_GROUP_OBJECTS)
     )
+    listed = [("StatefulSet", sets.get("items", ())), ("Service", services["items"])]
+    listed += [(key, _list_served(api, KINDS[key], namespace)) for key in GANG_KEYS.values()]
     found = []
-    for kind, items in (("StatefulSet", sets.get("items", ())), ("Service", services["items"])):
+    for kind, items in listed:
         for item in items:
             labels = item["metadata"].get("labels") or {}
             if _ours(item) and labels[GROUP_LABEL] == group:
                 found.append((kind, str(item["metadata"]["name"]), int(labels[INSTANCE_LABEL])))
     return found
+
+
+def _list_served(api: ApiClient, kind: Kind, namespace: str | None) -> list[dict[str, Any]]:
+    """`_list`, or nothing where the API server does not serve the kind (a gang scheduler's
+    PodGroup on a cluster without that scheduler)."""
+    try:
+        return _list(api, kind, namespace)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        return []
+
+
+def _gang_states(
+    api: ApiClient, namespace: str | None, schedulers: Iterable[GangScheduler]
+) -> GangStates:
+    served: set[GangScheduler] = set()
+    unplaced = {}
+    for scheduler in schedulers:
+        try:
+            items = _list(api, KINDS[GANG_KEYS[scheduler]], namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            continue
+        served.add(scheduler)
+        for item in items:
+            if not _ours(item) or _is_leaving(item):
+                continue
+            reason = unplaced_reason(scheduler, item)
+            if reason is not None:
+                meta, labels = item["metadata"], item["metadata"]["labels"]
+                key = (str(meta["namespace"]), str(labels[GROUP_LABEL]))
+                unplaced[(*key, int(labels[INSTANCE_LABEL]))] = reason
+    return GangStates(served=served, unplaced=unplaced)
 
 
 def _delete_objects(api: ApiClient, namespace: str, objects: Iterable[tuple[str, str]]) -> None:

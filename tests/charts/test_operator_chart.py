@@ -115,43 +115,51 @@ def rules(objects: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
 
 
 # What the controller's handlers and kopf itself call (asya_operator.kube, .controller).
-NEEDED = {("asya.sh", "asyncactors", verb) for verb in ("get", "list", "watch", "patch")} | {
-    ("asya.sh", "asyncactors/status", "patch"),
-    ("asya.sh", "resourceflavors", "get"),
-    ("asya.sh", "asyncactors/finalizers", "update"),
-    ("asya.sh", "actorgroups", "get"),
-    ("asya.sh", "actorgroups", "list"),
-    ("asya.sh", "actorgroups", "watch"),
-    ("asya.sh", "actorgroups", "patch"),
-    ("asya.sh", "actorgroups/status", "patch"),
-    ("asya.sh", "actorgroups/finalizers", "update"),
-    ("apps", "statefulsets", "create"),
-    ("apps", "statefulsets", "patch"),
-    ("apps", "statefulsets", "list"),
-    ("apps", "statefulsets", "watch"),
-    ("apps", "statefulsets", "delete"),
-    ("", "services", "list"),
-    ("", "services", "create"),
-    ("", "services", "patch"),
-    ("", "services", "delete"),
-    ("asya.sh", "resourcepools", "list"),
-    ("asya.sh", "resourcepools/status", "patch"),
-    ("asya.sh", "resourcepools", "watch"),
-    ("asya.sh", "cohorts", "list"),
-    ("asya.sh", "cohorts", "watch"),
-    ("", "namespaces", "get"),
-    ("apps", "deployments", "create"),
-    ("apps", "deployments", "patch"),
-    ("apps", "deployments", "watch"),
-    ("keda.sh", "scaledobjects", "create"),
-    ("keda.sh", "scaledobjects", "patch"),
-    ("keda.sh", "triggerauthentications", "patch"),
-    ("", "secrets", "get"),
-    ("", "secrets", "list"),
-    ("", "secrets", "watch"),
-    ("", "events", "create"),
-    ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
-}
+NEEDED = (
+    {("asya.sh", "asyncactors", verb) for verb in ("get", "list", "watch", "patch")}
+    | {
+        ("asya.sh", "asyncactors/status", "patch"),
+        ("asya.sh", "resourceflavors", "get"),
+        ("asya.sh", "asyncactors/finalizers", "update"),
+        ("asya.sh", "actorgroups", "get"),
+        ("asya.sh", "actorgroups", "list"),
+        ("asya.sh", "actorgroups", "watch"),
+        ("asya.sh", "actorgroups", "patch"),
+        ("asya.sh", "actorgroups/status", "patch"),
+        ("asya.sh", "actorgroups/finalizers", "update"),
+        ("apps", "statefulsets", "create"),
+        ("apps", "statefulsets", "patch"),
+        ("apps", "statefulsets", "list"),
+        ("apps", "statefulsets", "watch"),
+        ("apps", "statefulsets", "delete"),
+        ("", "services", "list"),
+        ("", "services", "create"),
+        ("", "services", "patch"),
+        ("", "services", "delete"),
+        ("asya.sh", "resourcepools", "list"),
+        ("asya.sh", "resourcepools/status", "patch"),
+        ("asya.sh", "resourcepools", "watch"),
+        ("asya.sh", "cohorts", "list"),
+        ("asya.sh", "cohorts", "watch"),
+        ("", "namespaces", "get"),
+        ("apps", "deployments", "create"),
+        ("apps", "deployments", "patch"),
+        ("apps", "deployments", "watch"),
+        ("keda.sh", "scaledobjects", "create"),
+        ("keda.sh", "scaledobjects", "patch"),
+        ("keda.sh", "triggerauthentications", "patch"),
+        ("", "secrets", "get"),
+        ("", "secrets", "list"),
+        ("", "secrets", "watch"),
+        ("", "events", "create"),
+        ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
+    }
+    | {
+        (group, "podgroups", verb)
+        for group in ("scheduling.k8s.io", "scheduling.volcano.sh", "scheduling.run.ai")
+        for verb in ("get", "list", "watch", "create", "patch", "delete")
+    }
+)
 
 
 def test_the_cluster_role_grants_what_the_operator_calls_and_deletes_only_what_it_makes():
@@ -168,6 +176,9 @@ def test_the_cluster_role_grants_what_the_operator_calls_and_deletes_only_what_i
         ("", "services"),
         ("keda.sh", "scaledobjects"),
         ("keda.sh", "triggerauthentications"),
+        ("scheduling.k8s.io", "podgroups"),
+        ("scheduling.volcano.sh", "podgroups"),
+        ("scheduling.run.ai", "podgroups"),
     }
     # Secrets are read and watched (an actor's Secret going is in its status), never written.
     assert {rule for rule in granted if rule[1] == "secrets"} == {

@@ -162,6 +162,16 @@ BROKEN_BY_CEL = [
         changed(GROUP, spec__scaling={"minReplicas": 3, "maxReplicas": 2}),
         "raise maxReplicas or lower minReplicas",
     ),
+    (
+        "a queue for a gang scheduler that has none",
+        changed(GROUP, spec__scheduling={"gangScheduler": "kubernetes", "queue": "ml-b"}),
+        "set gangScheduler to volcano or kai, or remove queue",
+    ),
+    (
+        "a scheduler name without a gang scheduler",
+        changed(GROUP, spec__scheduling={"gangScheduler": "none", "schedulerName": "volcano"}),
+        "set gangScheduler, or remove schedulerName",
+    ),
 ]
 
 # (what the rule allows, a CR next to the broken one that keeps the rule)
@@ -191,6 +201,21 @@ KEPT = [
         changed(GROUP, spec__members=[member(minReplicas=4)]),
     ),
     ("a group as written", GROUP),
+    (
+        "a Volcano queue and scheduler name",
+        changed(
+            GROUP,
+            spec__scheduling={
+                "gangScheduler": "volcano",
+                "queue": "ml-b",
+                "schedulerName": "volcano-gpu",
+            },
+        ),
+    ),
+    (
+        "a queue for the operator's default gang scheduler",
+        changed(GROUP, spec__scheduling={"queue": "ml-b"}),
+    ),
 ]
 
 

@@ -105,6 +105,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["list", "create", "patch", "delete"]
+# A gang instance's PodGroup for the gang scheduler its group names (Kubernetes 1.37's,
+# Volcano's, KAI's; made and deleted with the instance; its status says why the scheduler
+# cannot place the instance whole). A kind the cluster does not serve is left alone.
+- apiGroups: ["scheduling.k8s.io", "scheduling.volcano.sh", "scheduling.run.ai"]
+  resources: ["podgroups"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # Each actor's (and scaling group's) ScaledObject and TriggerAuthentication.
 - apiGroups: ["keda.sh"]
   resources: ["scaledobjects", "triggerauthentications"]

@@ -40,6 +40,7 @@ from asya_operator.api.template import (
     template_validations,
     whole_seconds,
 )
+from asya_operator.config import GangScheduler
 
 DEFAULT_INSTANCES: Final = 1
 """Gang instances of an ActorGroup that leaves `spec.replicas` out."""
@@ -115,6 +116,49 @@ class Requeuing(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     ] = _READINESS.backoff_limit
 
 
+class GangScheduling(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """The gang-aware scheduler that places each admitted instance's pods whole, or none."""
+
+    VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
+        Validation(
+            rule="!has(self.queue) || !has(self.gangScheduler)"
+            " || self.gangScheduler in ['volcano', 'kai']",
+            message="scheduling.queue names a Volcano or KAI queue: set gangScheduler to volcano"
+            " or kai, or remove queue",
+        ),
+        Validation(
+            rule="!has(self.schedulerName) || !has(self.gangScheduler)"
+            " || self.gangScheduler != 'none'",
+            message="scheduling.schedulerName is for a gang scheduler: set gangScheduler, or"
+            " remove schedulerName",
+        ),
+    )
+
+    gang_scheduler: Annotated[
+        GangScheduler | None,
+        doc(
+            "none: the default scheduler places pods one by one; kubernetes: a PodGroup of"
+            " scheduling.k8s.io/v1beta1 per instance (Kubernetes 1.37, the GenericWorkload and"
+            " GangScheduling feature gates); volcano: a Volcano PodGroup; kai: a KAI PodGroup."
+            " Unset = the operator's default (ASYA_OPERATOR_GANG_SCHEDULER, none unless set)."
+        ),
+    ] = None
+    queue: Annotated[
+        ObjectName | None,
+        doc(
+            "The Volcano or KAI queue the instances' PodGroups go to; unset = the scheduler's"
+            " default (Volcano's `default`, KAI's `default-queue`)."
+        ),
+    ] = None
+    scheduler_name: Annotated[
+        ObjectName | None,
+        doc(
+            "The schedulerName the member pods get, where the scheduler runs under another"
+            " name; unset = volcano, kai-scheduler, or the default scheduler for kubernetes."
+        ),
+    ] = None
+
+
 class ActorGroupSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """A gang of members that start together, admitted whole by a pool's quota."""
 
@@ -181,6 +225,14 @@ class ActorGroupSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         Requeuing,
         doc("The backoff of an instance evicted for not becoming ready in time."),
     ] = msgspec.field(default_factory=lambda: Requeuing())
+    scheduling: Annotated[
+        GangScheduling | None,
+        doc(
+            "Who places each admitted instance's pods whole (quota admits it whole; a"
+            " gang-aware scheduler then binds all of its pods or none); unset = the operator's"
+            " default."
+        ),
+    ] = None
     broker: Annotated[BrokerRef, doc("The Secret holding the broker's URLs.")] = msgspec.field(
         default_factory=BrokerRef
     )

@@ -3,6 +3,10 @@
 - an ActorGroup created, resumed (at start) or updated: `GroupReconciler.reconcile`;
 - its gang pods' readiness changing (a StatefulSet's status): an admission pass, which steps
   the readiness of its instances (ready, or evicted at the deadline);
+- a gang scheduler's PodGroup of an instance changing (the scheduler says it cannot place it
+  whole, or placed it): an admission pass, which writes that into the group's status. A kind
+  the cluster does not serve (its scheduler is not installed) is not watched: kopf says so
+  once at start, and watches it once its CRD appears;
 - a broker Secret a group names created, changed or deleted: an admission pass, which writes
   the group's status (Degraded naming the Secret, or recovered). An in-memory index of the
   groups' `spec.broker.secretName` (`groups_by_secret`) filters out other Secrets first;
@@ -17,12 +21,12 @@ import kopf
 
 from asya_operator.api.metadata import GROUP_COMPONENT, MANAGED_BY, secret_name
 from asya_operator.api.template import GROUP, VERSION
-from asya_operator.kube import KINDS
+from asya_operator.kube import GANG_KEYS, KINDS
 from asya_operator.reconcile.admission import AdmissionLoop
 from asya_operator.reconcile.groups import GroupReconciler
 
 GROUPS: Final = (GROUP, VERSION, KINDS["ActorGroup"].plural)
-_OUR_GROUP_STATEFULSETS: Final = {
+_OUR_GROUP_OBJECTS: Final = {
     "app.kubernetes.io/managed-by": MANAGED_BY,
     "app.kubernetes.io/component": GROUP_COMPONENT,
 }
@@ -44,10 +48,20 @@ class GroupHandlers:
             "apps",
             "v1",
             "statefulsets",
-            labels=_OUR_GROUP_STATEFULSETS,
+            labels=_OUR_GROUP_OBJECTS,
             registry=registry,
             id="follow_statefulset",
         )(self.follow_statefulset)
+        for scheduler, key in GANG_KEYS.items():
+            kind = KINDS[key]
+            kopf.on.event(
+                kind.group,
+                kind.version,
+                kind.plural,
+                labels=_OUR_GROUP_OBJECTS,
+                registry=registry,
+                id=f"follow_{scheduler}_pod_group",
+            )(self.follow_pod_group)
         kopf.index(*GROUPS, registry=registry, id="groups_by_secret")(self.groups_by_secret)
         kopf.on.event("v1", "secrets", when=_is_used, registry=registry, id="follow_group_secret")(
             self.follow_secret
@@ -72,6 +86,11 @@ class GroupHandlers:
 
     async def follow_statefulset(self, *, event: kopf.RawEvent, **_: Any) -> None:
         """A gang's pods became ready or not: the pass steps its instances' readiness."""
+        if event["type"] != "DELETED":
+            self._admission.request()
+
+    async def follow_pod_group(self, *, event: kopf.RawEvent, **_: Any) -> None:
+        """A gang scheduler said something of an instance: the pass writes it in its status."""
         if event["type"] != "DELETED":
             self._admission.request()
 

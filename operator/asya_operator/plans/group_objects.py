@@ -34,6 +34,7 @@ from asya_operator.api.metadata import (
     object_meta,
 )
 from asya_operator.config import OperatorConfig
+from asya_operator.plans.gangs import gang_objects
 from asya_operator.plans.pods import actor_pod_template, env_entry
 from asya_operator.plans.scaling import plan_group_keda
 
@@ -89,10 +90,11 @@ def plan_instance(
     flavors: Mapping[str, ResourceFlavor],
     config: OperatorConfig,
 ) -> list[dict[str, Any]]:
-    """One instance's headless Service and one StatefulSet per member, sized as `running`."""
+    """One instance's headless Service, its gang scheduler's group object (with one) and one
+    StatefulSet per member, sized as `running`."""
     name = group.metadata["name"]
     size = sum(count for _flavor, count in running.values())
-    bodies = [_service(group, namespace, instance)]
+    statefulsets = []
     offset = 0
     for member in group.spec.members:
         flavor_name, count = running.get(member.name, (None, 0))
@@ -109,9 +111,13 @@ def plan_instance(
             "group_size": str(size),
             "group_leader": leader_address(group, namespace, instance),
         }
-        bodies.append(_statefulset(group, namespace, instance, member, count, flavor, gang, config))
+        statefulsets.append(
+            _statefulset(group, namespace, instance, member, count, flavor, gang, config)
+        )
         offset += count
-    return bodies
+    gang_meta = _instance_meta(group, namespace, instance)
+    scheduled = gang_objects(group, gang_meta["name"], gang_meta, statefulsets, config)
+    return [_service(group, namespace, instance), *scheduled, *statefulsets]
 
 
 def _instance_labels(group: str, instance: int) -> dict[str, str]:
@@ -122,12 +128,19 @@ def _instance_labels(group: str, instance: int) -> dict[str, str]:
     }
 
 
-def _service(group: ActorGroup, namespace: str, instance: int) -> dict[str, Any]:
+def _instance_meta(group: ActorGroup, namespace: str, instance: int) -> dict[str, Any]:
+    """Metadata of an object made once per instance (its Service, its gang's group object)."""
     name = group.metadata["name"]
     meta = object_meta(
         service_name(name, instance), namespace, GROUP_COMPONENT, [group], controller=True
     )
     meta["labels"] |= _instance_labels(name, instance)
+    return meta
+
+
+def _service(group: ActorGroup, namespace: str, instance: int) -> dict[str, Any]:
+    name = group.metadata["name"]
+    meta = _instance_meta(group, namespace, instance)
     return {
         "apiVersion": "v1",
         "kind": "Service",

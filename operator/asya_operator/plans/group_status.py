@@ -35,6 +35,7 @@ from asya_operator.api.group import (
     member_actor,
 )
 from asya_operator.api.metadata import group_selector
+from asya_operator.config import GangScheduler
 from asya_operator.plans.conditions import (
     Problem,
     Reason,
@@ -42,6 +43,7 @@ from asya_operator.plans.conditions import (
     generation_of,
     secret_problems,
 )
+from asya_operator.plans.gangs import GANG_KINDS
 from asya_operator.plans.pools import DEFAULT_POOL_LABEL, gpus_per_instance
 from asya_operator.plans.quota import GPU_RESOURCE
 from asya_operator.plans.statuses import StatusPatch
@@ -55,10 +57,13 @@ def find_group_problems(
     missing_flavors: Collection[str],
     actor_names: Collection[str],
     pool_required: bool = False,
+    unserved_gang_scheduler: GangScheduler | None = None,
 ) -> list[Problem]:
     """What `group` needs and lacks: its broker Secret (or a key of it), the flavors its
-    members are placed by, member actor names no AsyncActor of the namespace has, and with
-    `pool_required` (the operator's `require_pool_for_accelerators`) a pool if it asks for GPUs.
+    members are placed by, member actor names no AsyncActor of the namespace has, with
+    `pool_required` (the operator's `require_pool_for_accelerators`) a pool if it asks for GPUs,
+    and the PodGroup kind of its gang scheduler where the cluster does not serve it
+    (`unserved_gang_scheduler`).
 
     `group` has its effective pool (`pools.with_effective_pool`); `secret_keys` are the
     Secret's keys (None: no such Secret); `actor_names` are the namespace's AsyncActors.
@@ -79,6 +84,16 @@ def find_group_problems(
             Problem(
                 Reason.FLAVOR_NOT_FOUND,
                 f"ResourceFlavor {flavor} not found: create it or change the member's flavor",
+            )
+        )
+    if unserved_gang_scheduler is not None:
+        kind = GANG_KINDS[unserved_gang_scheduler]
+        problems.append(
+            Problem(
+                Reason.GANG_SCHEDULER_MISSING,
+                f"gang scheduler {unserved_gang_scheduler}: the cluster serves no PodGroups of"
+                f" {kind.api_version}: install it, or set spec.scheduling.gangScheduler"
+                " (none: the default scheduler)",
             )
         )
     name = group.metadata["name"]
@@ -130,12 +145,20 @@ def plan_group_status(
     else:
         admitted = condition("Admitted", Reason.ADMITTED, counts, is_true=True)
     not_ready = [i for i in holding if i not in ready_instances]
+    unplaced = [
+        instances[i]
+        for i in not_ready
+        if instances[i].phase is GangPhase.WAITING_FOR_READY and instances[i].message
+    ]
+    pods_reason = Reason.GANG_NOT_PLACED if unplaced else Reason.PODS_NOT_READY
     if not_ready:
         pods = f"instances {_list(not_ready)} not ready yet"
+        if unplaced:
+            pods += f"; instance {unplaced[0].instance}: {unplaced[0].message}"
         if pool is not None:
             pods += f" (each evicted whole if not ready {group.spec.readiness_timeout_seconds} s"
             pods += " after its admission)"
-        pods_ready = condition("PodsReady", Reason.PODS_NOT_READY, pods, is_true=False)
+        pods_ready = condition("PodsReady", pods_reason, pods, is_true=False)
     else:
         pods = f"{len(ready_instances)} admitted instances ready"
         pods_ready = condition("PodsReady", Reason.PODS_READY, pods, is_true=True)
@@ -166,7 +189,7 @@ def plan_group_status(
         condition,
         problems,
         why if waiting or len(holding) < desired else None,
-        pods if not_ready else None,
+        (pods_reason, pods) if not_ready else None,
         ready=f"{len(ready_instances)} of {desired} instances ready" if desired else None,
     )
 
@@ -208,7 +231,7 @@ def _ready(
     condition: Callable[..., GroupCondition],
     problems: Sequence[Problem],
     waiting: str | None,
-    not_ready: str | None,
+    not_ready: tuple[Reason, str] | None,
     *,
     ready: str | None,
 ) -> GroupCondition:
@@ -221,7 +244,8 @@ def _ready(
     if waiting is not None:
         return condition("Ready", Reason.PENDING, waiting, is_true=False)
     if not_ready is not None:
-        return condition("Ready", Reason.PODS_NOT_READY, not_ready, is_true=False)
+        reason, message = not_ready
+        return condition("Ready", reason, message, is_true=False)
     if ready is None:
         return condition("Ready", Reason.SCALED_TO_ZERO, "no instances wanted", is_true=True)
     return condition("Ready", Reason.INSTANCES_READY, ready, is_true=True)

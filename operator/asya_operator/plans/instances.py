@@ -120,11 +120,15 @@ def reactivation_asked(group: ActorGroup) -> str | None:
 
 
 def before_pass(
-    group: ActorGroup, ready: Mapping[int, bool], now: float
+    group: ActorGroup,
+    ready: Mapping[int, bool],
+    now: float,
+    unplaced: Mapping[int, str] | None = None,
 ) -> tuple[dict[int, InstanceStatus], list[Change]]:
     """The instances of a pooled group as the pass starts (see the module docstring, step 1).
 
-    `ready` says, for each instance holding quota, whether every one of its pods is ready.
+    `ready` says, for each instance holding quota, whether every one of its pods is ready;
+    `unplaced`, why its gang scheduler cannot place one (an eviction says so).
     """
     policy = policy_of(group)
     reactivate = reactivation_asked(group) is not None
@@ -142,7 +146,8 @@ def before_pass(
         state, action = readiness.step(
             _state(instance), policy, ready=ready.get(index, False), now=now
         )
-        states[index], change = _acted(instance, state, action, policy, now)
+        why = (unplaced or {}).get(index)
+        states[index], change = _acted(instance, state, action, policy, now, why)
         if change is not None:
             changes.append(change)
     for index in range(desired_instances(group)):
@@ -156,9 +161,12 @@ def _acted(
     action: GangAction,
     policy: ReadinessPolicy,
     now: float,
+    unplaced: str | None = None,
 ) -> tuple[InstanceStatus, Change | None]:
     index = instance.instance
     timeout = f"not every pod ready within {policy.timeout_s:g} s"
+    if unplaced is not None:
+        timeout += f" ({unplaced})"
     if action is GangAction.EVICT:
         wait = (state.requeue_at or now) - now
         message = (
@@ -249,6 +257,19 @@ def after_pass(
             continue
         out[index] = msgspec.structs.replace(instance, message=decision.message)
     return out, changes
+
+
+def placement(
+    states: Mapping[int, InstanceStatus], unplaced: Mapping[int, str]
+) -> dict[int, InstanceStatus]:
+    """The instances with what their gang scheduler says: an admitted instance waiting for its
+    pods gets why the scheduler cannot place it whole as its message (none: no message)."""
+    return {
+        index: msgspec.structs.replace(instance, message=unplaced.get(index))
+        if instance.phase is GangPhase.WAITING_FOR_READY
+        else instance
+        for index, instance in states.items()
+    }
 
 
 def _members(holds: Mapping[str, MemberHold]) -> list[MemberAdmission]:

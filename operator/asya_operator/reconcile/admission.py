@@ -41,8 +41,8 @@ from asya_operator.api.actor import AsyncActor
 from asya_operator.api.group import HOLDING, ActorGroup, InstanceStatus, held, known_instances
 from asya_operator.api.metadata import actor_name
 from asya_operator.api.pool import ResourcePool
-from asya_operator.config import OperatorConfig
-from asya_operator.kube import AdmissionWorld, Kube, MemberPods
+from asya_operator.config import GangScheduler, OperatorConfig
+from asya_operator.kube import GANG_KEYS, AdmissionWorld, Kube, MemberPods
 from asya_operator.plans import instances
 from asya_operator.plans.actor_objects import plan_actor
 from asya_operator.plans.actor_status import (
@@ -53,6 +53,7 @@ from asya_operator.plans.actor_status import (
 )
 from asya_operator.plans.admission import admit
 from asya_operator.plans.conditions import newly_true
+from asya_operator.plans.gangs import gang_scheduler
 from asya_operator.plans.group_objects import plan_group, service_name
 from asya_operator.plans.group_status import find_group_problems, plan_group_status
 from asya_operator.plans.instances import Change, Happened
@@ -199,7 +200,13 @@ class AdmissionLoop:
             )
             for ns, g in world.groups
         }
-        states, changes = _groups_before(world, ready, now)
+        # What the gang schedulers say of the instances they cannot place whole.
+        schedulers = {gang_scheduler(g, self._config) for _ns, g in world.groups} - {"none"}
+        gangs = await self._kube.gang_states(schedulers)
+        unplaced: dict[Key, dict[int, str]] = {}
+        for (ns, name, instance), why in gangs.unplaced.items():
+            unplaced.setdefault((ns, name), {})[instance] = why
+        states, changes = _groups_before(world, ready, now, unplaced)
         ages = _ages(world)
         pooled = _pooled_actors(world, ages)
         pooled_groups = [
@@ -216,6 +223,8 @@ class AdmissionLoop:
             key = (pooled_group.namespace, pooled_group.name)
             states[key], after = instances.after_pass(states[key], decided.groups[key], now)
             changes[key] += after
+        for key in states:
+            states[key] = instances.placement(states[key], unplaced.get(key, {}))
         await self._write_pool_statuses(world, pooled, pooled_groups, decided, now)
         groups = {(ns, g.metadata["name"]): g for ns, g in world.groups}
         # Shrinking first: a preemptor's pods never start before its victim's are scaled away,
@@ -234,7 +243,11 @@ class AdmissionLoop:
         for key, group in groups.items():
             # Events first: whoever sees the new status finds them posted.
             await self._report(group, changes[key])
-            await self._sync_group(group, key[0], states[key], ready.get(key, {}), now, refresh)
+            scheduler = gang_scheduler(group, self._config)
+            unserved = None if scheduler in gangs.served or scheduler == "none" else scheduler
+            await self._sync_group(
+                group, key[0], states[key], ready.get(key, {}), now, refresh, unserved
+            )
         return _next_deadline(groups, states)
 
     async def _write_pool_statuses(
@@ -273,11 +286,13 @@ class AdmissionLoop:
         running: Collection[int],
         pods: Collection[MemberPods],
     ) -> None:
-        """Delete the StatefulSets and Service of every instance of `group` not `running`."""
+        """Delete the StatefulSets, Service and gang PodGroup of every instance of `group` not
+        `running` (the PodGroup of each gang scheduler: the group may have changed its own)."""
         name = group.metadata["name"]
         stopped = sorted({p.instance for p in pods if p.instance not in running})
         doomed = [("StatefulSet", p.name) for p in pods if p.instance not in running]
         doomed += [("Service", service_name(name, i)) for i in stopped]
+        doomed += [(key, service_name(name, i)) for i in stopped for key in GANG_KEYS.values()]
         await self._kube.delete(namespace, doomed)
 
     async def _carry_out_actors(
@@ -362,11 +377,12 @@ class AdmissionLoop:
         ready: Mapping[int, bool],
         now: float,
         refresh: Collection[Key],
+        unserved_gang_scheduler: GangScheduler | None = None,
     ) -> None:
         """Apply the running instances' objects if what runs changed (or the group is to be
         refreshed: its spec changed), and write the status if it says something new. A group
-        that lacks something (its Secret, a flavor, a member name an AsyncActor has) is
-        Degraded and gets no objects."""
+        that lacks something (its Secret, a flavor, a member name an AsyncActor has, its gang
+        scheduler's PodGroup kind) is Degraded and gets no objects."""
         name = group.metadata["name"]
         running = {i: held(s) for i, s in sorted(states.items()) if s.phase in HOLDING}
         before = {i: h for i, h in ((i, held(s)) for i, s in known_instances(group).items()) if h}
@@ -380,6 +396,7 @@ class AdmissionLoop:
             missing_flavors=wanted - set(flavors),
             actor_names=await self._kube.actor_names(namespace),
             pool_required=self._config.require_pool_for_accelerators,
+            unserved_gang_scheduler=unserved_gang_scheduler,
         )
         if not problems and ((namespace, name) in refresh or running != before):
             await self._kube.apply(plan_group(group, namespace, running, flavors, self._config))
@@ -464,7 +481,10 @@ def _ready_instances(group: ActorGroup, pods: Sequence[MemberPods]) -> dict[int,
 
 
 def _groups_before(
-    world: AdmissionWorld, ready: Mapping[Key, Mapping[int, bool]], now: float
+    world: AdmissionWorld,
+    ready: Mapping[Key, Mapping[int, bool]],
+    now: float,
+    unplaced: Mapping[Key, Mapping[int, str]],
 ) -> tuple[dict[Key, dict[int, InstanceStatus]], dict[Key, list[Change]]]:
     states: dict[Key, dict[int, InstanceStatus]] = {}
     changes: dict[Key, list[Change]] = {}
@@ -474,7 +494,8 @@ def _groups_before(
         if group.spec.pool is None:
             states[key], changes[key] = instances.unpooled(group, seen), []
         else:
-            states[key], changes[key] = instances.before_pass(group, seen, now)
+            why = unplaced.get(key, {})
+            states[key], changes[key] = instances.before_pass(group, seen, now, why)
     return states, changes
 
 
