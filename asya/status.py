@@ -27,6 +27,9 @@ MANAGEMENT_PORT: Final = 15672
 """Where RabbitMQ's management API listens beside the broker, unless told otherwise."""
 
 _RETRY: Final = "retry-"
+# The operator's condition of an admitted actor or group whose flavor's nodes advertise none
+# of an accelerator it asks for (True only while so; its message names the flavor).
+_NO_ACCELERATORS: Final = "AcceleratorsUnavailable"
 _ROOT_VHOST: Final = "/"
 # A container waiting for one of these is not coming up by itself: the row says so.
 _STUCK_WAITING: Final = frozenset(
@@ -330,6 +333,10 @@ def _why_on_cluster(
         return degraded
     if stuck is not None:
         return stuck
+    # Admitted, yet its pods cannot start: its flavor's nodes advertise no accelerator.
+    unplaced = holds(_NO_ACCELERATORS)
+    if unplaced is not None:
+        return unplaced
     preempted = holds("Preempted")
     if preempted is not None:
         return preempted
@@ -390,6 +397,7 @@ def _group_row(body: Mapping[str, Any], counts: QueueCounts | None) -> Row:
     else:
         why = (
             holds("Degraded")
+            or holds(_NO_ACCELERATORS)
             or holds("Preempted")
             or holds("Evicted")
             or _prefixed("waiting for quota: ", holds("Admitted", "False"))

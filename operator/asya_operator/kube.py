@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
 
 import kubernetes
+import msgspec
 from kubernetes.client import ApiClient, ApiException, CoreV1Api, CustomObjectsApi
 
 from asya_operator.api.actor import AsyncActor
@@ -47,6 +48,7 @@ from asya_operator.api.pool import Cohort, ResourcePool
 from asya_operator.api.template import GROUP, VERSION
 from asya_operator.config import GangScheduler
 from asya_operator.plans.gangs import GANG_KINDS, unplaced_reason
+from asya_operator.plans.nodes import Node, node_of
 from asya_operator.plans.pods import placement_flavor
 from asya_operator.plans.pools import DEFAULT_POOL_LABEL, with_effective_pool
 from asya_operator.plans.statuses import StatusPatch
@@ -176,6 +178,9 @@ class AdmissionWorld:
     """(kind, namespace, name) of every AsyncActor and ActorGroup with a pool (its own or its
     namespace's default) being deleted: out of every pass, though their pods run until their
     objects go."""
+    nodes: list[Node] | None
+    """The cluster's Nodes (None: they could not be listed, forbidden or failed): what the
+    statuses name when a flavor's nodes advertise no accelerator, never what admits."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,6 +204,7 @@ class Kube:
     def __init__(self, namespace: str | None = None, *, timeout_s: float = CALL_TIMEOUT_S) -> None:
         self._namespace = namespace
         self._timeout_s = timeout_s
+        self._nodes_unread = False
 
     async def connect(self) -> None:
         """Point the official client at the cluster: in a pod its service account, else the
@@ -251,8 +257,25 @@ class Kube:
         """Every ResourcePool and Cohort, every AsyncActor with a pool and every ActorGroup
         (with its StatefulSets), cluster-wide, or in the watched namespace; each with its
         effective pool in `spec.pool` (its namespace's default pool where it names none:
-        `pools.with_effective_pool`)."""
-        return await self._call(_read_admission_world, self._namespace)
+        `pools.with_effective_pool`); and the cluster's Nodes (`read_nodes`)."""
+        nodes = await self.read_nodes()
+        return await self._call(_read_admission_world, self._namespace, nodes)
+
+    async def read_nodes(self) -> list[Node] | None:
+        """The cluster's Nodes; None when they cannot be listed (no RBAC on nodes, the API
+        server's error): a report is then left unsaid, never a pass failed. Logged once, when
+        listing starts to fail."""
+        try:
+            nodes = await self._call(_list_nodes)
+        except Exception as exc:  # whatever the API server answers: unknown, not fatal
+            if not self._nodes_unread:
+                _log.warning("nodes not listed", extra={"error": str(exc)})
+            self._nodes_unread = True
+            return None
+        if self._nodes_unread:
+            _log.info("nodes listed again")
+        self._nodes_unread = False
+        return nodes
 
     async def apply(self, bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """Create or update each of `bodies` (Deployments, StatefulSets, Services, KEDA
@@ -421,7 +444,17 @@ def _read_world(api: ApiClient, owner: AsyncActor | ActorGroup, namespace: str) 
     )
 
 
-def _read_admission_world(api: ApiClient, namespace: str | None) -> AdmissionWorld:
+def _list_nodes(api: ApiClient) -> list[Node]:
+    # The raw JSON, not the client's models: a Node's status (its images) is large, and the
+    # models are slow to build.
+    response: Any = CoreV1Api(api).list_node(_preload_content=False)
+    listed = msgspec.json.decode(response.data)
+    return [node_of(item) for item in listed.get("items") or ()]
+
+
+def _read_admission_world(
+    api: ApiClient, namespace: str | None, nodes: list[Node] | None
+) -> AdmissionWorld:
     def live(kind: str) -> list[dict[str, Any]]:
         scope = namespace if KINDS[kind].namespaced else None
         return [i for i in _list(api, KINDS[kind], scope) if not _is_leaving(i)]
@@ -460,6 +493,7 @@ def _read_admission_world(api: ApiClient, namespace: str | None) -> AdmissionWor
         group_pods=_group_pods(live("StatefulSet")),
         namespace_labels={ns: labels[ns] for ns, _ in (*actors, *groups)},
         leaving=leaving,
+        nodes=nodes,
     )
 
 

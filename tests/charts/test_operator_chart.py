@@ -142,6 +142,7 @@ NEEDED = (
         ("asya.sh", "cohorts", "list"),
         ("asya.sh", "cohorts", "watch"),
         ("", "namespaces", "get"),
+        ("", "nodes", "list"),
         ("apps", "deployments", "create"),
         ("apps", "deployments", "patch"),
         ("apps", "deployments", "watch"),

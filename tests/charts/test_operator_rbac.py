@@ -6,8 +6,9 @@ Deployments and StatefulSets and Secrets in the namespaces it serves (`asya-oper
 --namespace`), and always ResourcePools, Cohorts (cluster-scoped), CRDs and namespaces
 (`kopf._core.reactor.observation`). The admission pass (`kube.Kube.admission_world`) lists the
 AsyncActors, ActorGroups and StatefulSets of the namespaces it serves (every one, or the watched
-one), and reads the labels of their namespaces. kopf posts the Events of a cluster-scoped object
-(a pool) in its own namespace.
+one), reads the labels of their namespaces, and lists the Nodes (cluster-scoped: a flavor whose
+nodes advertise no accelerator is named in the statuses). kopf posts the Events of a
+cluster-scoped object (a pool) in its own namespace.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ CLUSTER_WIDE: set[Rule] = {
     ("", "namespaces", "get"),
     ("", "namespaces", "list"),
     ("", "namespaces", "watch"),
+    ("", "nodes", "get"),
+    ("", "nodes", "list"),
 }
 CLUSTER_SCOPED = {
     "resourceflavors",
@@ -56,6 +59,7 @@ CLUSTER_SCOPED = {
     "cohorts",
     "customresourcedefinitions",
     "namespaces",
+    "nodes",
 }
 
 
@@ -145,3 +149,14 @@ def test_the_rbac_objects_are_valid_and_lint_clean(watch):
 
     check_all(rendered(OPERATOR_CHART, values))
     assert lint_problems(OPERATOR_CHART, values) == []
+
+
+@pytest.mark.parametrize("watch", ["", WATCHED], ids=["every namespace", "one namespace"])
+def test_the_cluster_role_reads_nodes_and_never_writes_them(watch):
+    objects = rendered(OPERATOR_CHART, {**OPERATOR_IMAGES, "watchNamespace": watch})
+
+    (cluster_role,) = of_kind(objects, "ClusterRole").values()
+    assert {rule for rule in _granted(cluster_role) if rule[1].startswith("nodes")} == {
+        ("", "nodes", "get"),
+        ("", "nodes", "list"),
+    }

@@ -7,11 +7,13 @@ import contextlib
 import socket
 import threading
 
+import kmock
 import kubernetes
 import urllib3
 from asya_operator.api.actor import AsyncActor
 from asya_operator.api.template import GROUP, VERSION
 from asya_operator.kube import Kube
+from asya_operator.plans.nodes import Node
 from kubernetes.client import CustomObjectsApi
 
 from tests.operator.test_controller_admission import gpu_actor, pool_body
@@ -99,3 +101,51 @@ def test_a_call_to_an_api_server_that_never_answers_ends_and_so_does_its_thread(
         server.close()
     [error] = outcome
     assert isinstance(error, TimeoutError | urllib3.exceptions.HTTPError), error
+
+
+def node_body(name: str, gpus: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"gpu": "h100"}},
+        "spec": {"unschedulable": True},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "allocatable": {"cpu": "16", "nvidia.com/gpu": gpus},
+        },
+    }
+
+
+async def test_the_admission_world_holds_the_clusters_nodes(world, kube):
+    core = kubernetes.client.CoreV1Api(kube)
+    await asyncio.to_thread(core.create_node, node_body("gpu-1", "0"))
+    client = Kube(world.namespace)
+    await client.connect()
+
+    found = await client.admission_world()
+
+    assert found.nodes == [
+        Node(
+            name="gpu-1",
+            labels={"gpu": "h100"},
+            ready=True,
+            unschedulable=True,
+            allocatable={"cpu": "16", "nvidia.com/gpu": "0"},
+        )
+    ]
+
+
+async def test_nodes_that_cannot_be_listed_are_unknown_and_said_once(world, quota, cluster, caplog):
+    create, _patch = quota
+    await create("resourcepools", pool_body(4))
+    cluster.resources.pop(kmock.resource("v1/nodes"))  # the stand-in answers 404 for them now
+    client = Kube(world.namespace)
+    await client.connect()
+
+    first = await client.admission_world()
+    second = await client.admission_world()
+
+    assert (first.nodes, second.nodes) == (None, None)
+    assert [p.metadata["name"] for p in second.pools] == ["team-a"]  # the rest is read
+    said = [r for r in caplog.records if r.getMessage() == "nodes not listed"]
+    assert len(said) == 1

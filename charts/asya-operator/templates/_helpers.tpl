@@ -62,6 +62,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - apiGroups: [""]
   resources: ["namespaces"]
   verbs: ["get", "list", "watch"]
+# Each admission pass lists the Nodes (labels, Ready, cordoned, allocatable), only to name a
+# flavor whose nodes advertise no accelerator in the statuses of what waits there; without
+# this the report is left unsaid, admission is the same.
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["get", "list"]
 {{- end -}}
 
 {{/* Events on the actors and groups: admissions, preemptions, evictions; and kopf's own. */}}

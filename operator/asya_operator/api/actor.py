@@ -130,7 +130,11 @@ class AsyncActorStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
     ] = None
     conditions: Annotated[
         Annotated[list[Condition], msgspec.Meta(extra_json_schema=LIST_MAP_BY_TYPE)] | None,
-        doc("Ready, Scaling and Degraded; with a pool also QuotaReserved, Admitted and Preempted."),
+        doc(
+            "Ready, Scaling and Degraded; with a pool also QuotaReserved, Admitted and"
+            " Preempted, and AcceleratorsUnavailable while admitted replicas wait on a flavor"
+            " whose nodes advertise none of an accelerator they ask for."
+        ),
     ] = None
     admitted_replicas: Annotated[
         int | None,

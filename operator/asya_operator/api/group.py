@@ -337,7 +337,11 @@ class ActorGroupStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
     ] = None
     conditions: Annotated[
         Annotated[list[GroupCondition], msgspec.Meta(extra_json_schema=LIST_MAP_BY_TYPE)] | None,
-        doc("Ready, QuotaReserved, Admitted, PodsReady, Preempted, Evicted and Degraded."),
+        doc(
+            "Ready, QuotaReserved, Admitted, PodsReady, Preempted, Evicted and Degraded; and"
+            " AcceleratorsUnavailable while an instance waits for its pods on a flavor whose"
+            " nodes advertise none of an accelerator a member asks for."
+        ),
     ] = None
 
 

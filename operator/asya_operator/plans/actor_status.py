@@ -17,6 +17,7 @@ from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.metadata import actor_name, selector_string
 from asya_operator.api.template import Condition
 from asya_operator.plans.conditions import (
+    ACCELERATORS_UNAVAILABLE,
     RFC3339,
     Problem,
     Reason,
@@ -25,16 +26,18 @@ from asya_operator.plans.conditions import (
     newly_true,
     secret_problems,
 )
+from asya_operator.plans.nodes import Node, Shortage, lacking_accelerators
 from asya_operator.plans.pods import placement_flavor
 from asya_operator.plans.pools import DEFAULT_POOL_LABEL, gpus_per_replica
-from asya_operator.plans.quota import GPU_RESOURCE
+from asya_operator.plans.quota import GPU_RESOURCE, requests_of
 from asya_operator.plans.scaling import desired_replicas, running_replicas
 from asya_operator.plans.statuses import StatusPatch
 from asya_operator.plans.workloads import ActorAdmission
 
-ADMISSION_CONDITIONS = ("QuotaReserved", "Admitted", "Preempted")
+ADMISSION_CONDITIONS = ("QuotaReserved", "Admitted", "Preempted", ACCELERATORS_UNAVAILABLE)
 """The conditions an actor with a pool has besides Ready, Scaling and Degraded: written by the
-admission pass, kept as they are by everything else."""
+admission pass, kept as they are by everything else (AcceleratorsUnavailable but once every
+replica is ready: nothing waits for a node then)."""
 
 
 def find_problems(
@@ -164,7 +167,12 @@ def plan_status(
         replicas=replicas,
         ready_replicas=ready,
         selector=selector_string(actor_name(actor)),
-        conditions=[ready_now, scaling, degraded, *_admission_conditions_kept(actor)],
+        conditions=[
+            ready_now,
+            scaling,
+            degraded,
+            *_admission_conditions_kept(actor, all_ready=ready >= desired),
+        ],
         observed_generation=observed_generation,
     )
     owned = _OBSERVED if observed_generation is None else _OBSERVED | {"observed_generation"}
@@ -189,18 +197,44 @@ def plan_refused_status(message: str, *, now: datetime) -> StatusPatch[AsyncActo
     return StatusPatch.of(AsyncActorStatus(conditions=conditions), {"conditions"})
 
 
-def _admission_conditions_kept(actor: AsyncActor) -> list[Condition]:
+def _admission_conditions_kept(actor: AsyncActor, *, all_ready: bool) -> list[Condition]:
     if actor.spec.pool is None or actor.status is None:
         return []
-    return [c for c in actor.status.conditions or () if c.type in ADMISSION_CONDITIONS]
+    return [
+        c
+        for c in actor.status.conditions or ()
+        if c.type in ADMISSION_CONDITIONS and not (all_ready and c.type == ACCELERATORS_UNAVAILABLE)
+    ]
+
+
+def find_accelerator_shortage(
+    actor: AsyncActor,
+    admission: ActorAdmission,
+    flavor: ResourceFlavor | None,
+    nodes: Sequence[Node] | None,
+) -> Shortage | None:
+    """Why `actor`'s admitted replicas may not start: its admitted `flavor`'s nodes advertise
+    none of an accelerator it asks for (`nodes.lacking_accelerators`). None when they do,
+    when every replica it runs is ready, or when it cannot be told: nothing admitted, the
+    flavor not found, the Nodes not readable (`nodes` None)."""
+    runs = min(admission.admitted, desired_replicas(actor))
+    ready = (actor.status.ready_replicas if actor.status else None) or 0
+    if nodes is None or flavor is None or runs == 0 or ready >= runs:
+        return None
+    return lacking_accelerators(flavor, nodes, requests_of(actor.spec.resources))
 
 
 def plan_admission_status(
-    actor: AsyncActor, admission: ActorAdmission, *, now: datetime
+    actor: AsyncActor,
+    admission: ActorAdmission,
+    *,
+    now: datetime,
+    shortage: Shortage | None = None,
 ) -> StatusPatch[AsyncActorStatus]:
     """The status fields the admission pass writes for an actor with a pool: the admitted
-    replicas and flavor, and QuotaReserved, Admitted and Preempted (the other conditions are
-    kept as they are: the list is written whole)."""
+    replicas and flavor, and QuotaReserved, Admitted and Preempted; AcceleratorsUnavailable
+    while there is a `shortage` (`find_accelerator_shortage`), naming the flavor (the other
+    conditions are kept as they are: the list is written whole)."""
     desired = desired_replicas(actor)
     known = actor.status.conditions if actor.status is not None else None
     previous = {c.type: c for c in known or ()}
@@ -227,10 +261,14 @@ def plan_admission_status(
     else:
         preempted = previous["Preempted"]
     others = [c for c in known or () if c.type not in ADMISSION_CONDITIONS]
+    lacking = []
+    if shortage is not None:
+        reason = Reason.NO_ALLOCATABLE_ACCELERATORS
+        lacking.append(condition(ACCELERATORS_UNAVAILABLE, reason, shortage.message, is_true=True))
     status = AsyncActorStatus(
         admitted_replicas=admitted,
         admitted_flavor=admission.flavor,
-        conditions=[*others, reserved, admitted_now, preempted],
+        conditions=[*others, reserved, admitted_now, preempted, *lacking],
     )
     return StatusPatch.of(status, {"admitted_replicas", "admitted_flavor", "conditions"})
 

@@ -54,6 +54,13 @@ class Reason(enum.StrEnum):
     POOL_READY = "Ready"
     INVALID_QUOTA = "InvalidQuota"
     INVALID_COHORT = "InvalidCohort"
+    NO_ALLOCATABLE_ACCELERATORS = "NoAllocatableAccelerators"
+
+
+ACCELERATORS_UNAVAILABLE: Final = "AcceleratorsUnavailable"
+"""The condition, True only while it holds, of an admitted actor or gang instance whose pods
+are not ready and whose flavor's nodes advertise none of an accelerator it asks for
+(`nodes.lacking_accelerators`); absent otherwise."""
 
 
 @dataclasses.dataclass(frozen=True)

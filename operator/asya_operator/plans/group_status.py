@@ -11,6 +11,9 @@ change keeps the time it had. Conditions:
 - `Evicted`: an instance is backing off or deactivated after not becoming ready in time;
 - `Degraded`: something the group needs is missing (its Secret, a flavor) or a member's actor
   name is another actor's; nothing is applied then;
+- `AcceleratorsUnavailable` (only while it holds): an instance waits for its pods to be ready
+  and a member's flavor's nodes advertise none of an accelerator the member asks for, named
+  (`find_group_shortage`);
 - `Ready`: the group does what it was asked: not Degraded, every desired instance admitted, and
   every admitted instance's pods ready (True with no instance desired). False says the first
   of these that fails, with its reason: the problem's (Degraded), Pending (as Admitted says),
@@ -24,6 +27,7 @@ from datetime import datetime
 from typing import Final
 
 from asya.admission.readiness import GangPhase
+from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.group import (
     HOLDING,
     REACTIVATE_ANNOTATION,
@@ -32,11 +36,13 @@ from asya_operator.api.group import (
     GroupCondition,
     InstanceStatus,
     desired_instances,
+    held,
     member_actor,
 )
 from asya_operator.api.metadata import group_selector
 from asya_operator.config import GangScheduler
 from asya_operator.plans.conditions import (
+    ACCELERATORS_UNAVAILABLE,
     Problem,
     Reason,
     conditions_at,
@@ -44,8 +50,9 @@ from asya_operator.plans.conditions import (
     secret_problems,
 )
 from asya_operator.plans.gangs import GANG_KINDS
+from asya_operator.plans.nodes import Node, lacking_accelerators
 from asya_operator.plans.pools import DEFAULT_POOL_LABEL, gpus_per_instance
-from asya_operator.plans.quota import GPU_RESOURCE
+from asya_operator.plans.quota import GPU_RESOURCE, requests_of
 from asya_operator.plans.statuses import StatusPatch
 
 
@@ -110,6 +117,34 @@ def find_group_problems(
     return problems
 
 
+def find_group_shortage(
+    group: ActorGroup,
+    instances: Mapping[int, InstanceStatus],
+    ready: Mapping[int, bool],
+    flavors: Mapping[str, ResourceFlavor],
+    nodes: Sequence[Node] | None,
+) -> str | None:
+    """Why an instance that holds quota may not become ready: a member's flavor's nodes
+    advertise none of an accelerator the member asks for (`nodes.lacking_accelerators`), for
+    the first such instance and member: "instance 0, member train: ResourceFlavor h100: ...".
+    None when there is none, or it cannot be told (`nodes` None: not readable; a flavor not
+    in `flavors`). `ready` says which running instances have every pod ready."""
+    if nodes is None:
+        return None
+    members = {m.name: m for m in group.spec.members}
+    for index, instance in sorted(instances.items()):
+        if ready.get(index, False):
+            continue
+        for member, (flavor, _count) in sorted(held(instance).items()):
+            if flavor is None or flavor not in flavors or member not in members:
+                continue
+            requests = requests_of(members[member].template.resources)
+            shortage = lacking_accelerators(flavors[flavor], nodes, requests)
+            if shortage is not None:
+                return f"instance {index}, member {member}: {shortage.message}"
+    return None
+
+
 def plan_group_status(
     group: ActorGroup,
     instances: Mapping[int, InstanceStatus],
@@ -117,8 +152,10 @@ def plan_group_status(
     problems: Sequence[Problem],
     *,
     now: datetime,
+    shortage: str | None = None,
 ) -> StatusPatch[ActorGroupStatus]:
-    """The ActorGroup's `status`. `ready` says which running instances have every pod ready."""
+    """The ActorGroup's `status`. `ready` says which running instances have every pod ready;
+    `shortage` is what `find_group_shortage` found (None: nothing)."""
     desired = desired_instances(group)
     holding = sorted(i for i, s in instances.items() if s.phase in HOLDING)
     ready_instances = [i for i in holding if ready.get(i, False)]
@@ -193,6 +230,11 @@ def plan_group_status(
         ready=f"{len(ready_instances)} of {desired} instances ready" if desired else None,
     )
 
+    lacking = []
+    if shortage is not None:
+        reason = Reason.NO_ALLOCATABLE_ACCELERATORS
+        lacking.append(condition(ACCELERATORS_UNAVAILABLE, reason, shortage, is_true=True))
+
     # Acted on in this pass (`instances.before_pass`): recorded, so it is acted on once.
     asked = (group.metadata.get("annotations") or {}).get(REACTIVATE_ANNOTATION)
     status = ActorGroupStatus(
@@ -202,7 +244,16 @@ def plan_group_status(
         admitted=len(holding),
         ready=len(ready_instances),
         instances=[s for _i, s in sorted(instances.items())],
-        conditions=[ready_now, reserved, admitted, pods_ready, preempted, evicted, degraded],
+        conditions=[
+            ready_now,
+            reserved,
+            admitted,
+            pods_ready,
+            preempted,
+            evicted,
+            degraded,
+            *lacking,
+        ],
         reactivated=None if asked is None else str(asked),
     )
     owned = set(_PASS_OWNS) | ({"reactivated"} if asked is not None else set())

@@ -16,9 +16,13 @@ one at a time. A pass:
    runs never exceeds the quota (a preempted pod drains: its sidecar gives its envelopes back
    to the queue); for each change an Event is posted (an admission, a preemption, an
    eviction), then the status written, then the actor's objects re-applied from that status
-   and each group's objects applied for the instances that run;
+   and each group's objects applied for the instances that run; an admitted actor or gang
+   instance whose pods are not ready, and whose flavor's nodes advertise none of an
+   accelerator it asks for, has that named in its status (`AcceleratorsUnavailable`; the
+   Nodes are read with the world, and only reported on: admission never reads them);
 6. wakes itself at the next readiness deadline or requeue time (nothing else would: no object
-   changes then), or after `recheck_s` if the pass failed.
+   changes then), or after `recheck_s` if the pass failed, or while a status names nodes
+   without accelerators (no Node change asks for a pass: the next one clears it).
 
 Time is the loop's `clock` (Unix seconds), an argument: the gang deadlines, the statuses'
 transition times and the wake-ups all read it. Whatever must not interleave with a pass (an
@@ -38,6 +42,7 @@ from typing import Final
 
 from asya_operator import metrics
 from asya_operator.api.actor import AsyncActor
+from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.group import HOLDING, ActorGroup, InstanceStatus, held, known_instances
 from asya_operator.api.metadata import actor_name
 from asya_operator.api.pool import ResourcePool
@@ -46,6 +51,7 @@ from asya_operator.kube import GANG_KEYS, AdmissionWorld, Kube, MemberPods
 from asya_operator.plans import instances
 from asya_operator.plans.actor_objects import plan_actor
 from asya_operator.plans.actor_status import (
+    find_accelerator_shortage,
     find_problems,
     pending_since,
     plan_admission_status,
@@ -55,8 +61,13 @@ from asya_operator.plans.admission import admit
 from asya_operator.plans.conditions import newly_true
 from asya_operator.plans.gangs import gang_scheduler
 from asya_operator.plans.group_objects import plan_group, service_name
-from asya_operator.plans.group_status import find_group_problems, plan_group_status
+from asya_operator.plans.group_status import (
+    find_group_problems,
+    find_group_shortage,
+    plan_group_status,
+)
 from asya_operator.plans.instances import Change, Happened
+from asya_operator.plans.nodes import Node
 from asya_operator.plans.pool_status import (
     find_pool_problems,
     plan_pool_status,
@@ -225,7 +236,7 @@ class AdmissionLoop:
             changes[key] += after
         for key in states:
             states[key] = instances.placement(states[key], unplaced.get(key, {}))
-        await self._write_pool_statuses(world, pooled, pooled_groups, decided, now)
+        flavors = await self._write_pool_statuses(world, pooled, pooled_groups, decided, now)
         groups = {(ns, g.metadata["name"]): g for ns, g in world.groups}
         # Shrinking first: a preemptor's pods never start before its victim's are scaled away,
         # nor a deleted actor's or group's quota taken before its pods are.
@@ -239,16 +250,21 @@ class AdmissionLoop:
             admitted = decided.actors[namespace, actor_name(actor)].admitted
             allowed = min(desired_replicas(actor), admitted)
             await self._kube.scale_down(namespace, actor_name(actor), allowed)
-        await self._carry_out_actors(world, decided, now)
+        lacking = await self._carry_out_actors(world, decided, flavors, now)
         for key, group in groups.items():
             # Events first: whoever sees the new status finds them posted.
             await self._report(group, changes[key])
+            seen = ready.get(key, {})
             scheduler = gang_scheduler(group, self._config)
             unserved = None if scheduler in gangs.served or scheduler == "none" else scheduler
-            await self._sync_group(
-                group, key[0], states[key], ready.get(key, {}), now, refresh, unserved
+            lacking |= await self._sync_group(
+                group, key[0], states[key], seen, world.nodes, now, refresh, unserved
             )
-        return _next_deadline(groups, states)
+        deadline = _next_deadline(groups, states)
+        if lacking:  # the next pass says whether the nodes advertise them now
+            recheck = now + self._config.recheck_s
+            deadline = recheck if deadline is None else min(deadline, recheck)
+        return deadline
 
     async def _write_pool_statuses(
         self,
@@ -257,7 +273,8 @@ class AdmissionLoop:
         groups: Sequence[PooledGroup],
         decided: Decisions,
         now: float,
-    ) -> None:
+    ) -> dict[str, ResourceFlavor]:
+        """Write each pool's status; the flavors its quotas name that exist."""
         planned = plan_pool_statuses(world.pools, pooled, groups, decided)
         metrics.record_pools(planned)
         named = {q.flavor for pool in world.pools for q in pool.spec.quotas or ()}
@@ -269,6 +286,7 @@ class AdmissionLoop:
             patch = plan_pool_status(pool, planned[name], problems, now=at)
             if patch.changed(pool.status):
                 await self._kube.patch_status(ResourcePool, None, name, patch)
+        return flavors
 
     async def _stop_leaving(self, leaving: Sequence[tuple[str, str, str]]) -> None:
         """Stop the pods of each actor and group being deleted: they are in no pass, so the
@@ -296,9 +314,16 @@ class AdmissionLoop:
         await self._kube.delete(namespace, doomed)
 
     async def _carry_out_actors(
-        self, world: AdmissionWorld, decided: Decisions, now: float
-    ) -> None:
+        self,
+        world: AdmissionWorld,
+        decided: Decisions,
+        flavors: Mapping[str, ResourceFlavor],
+        now: float,
+    ) -> bool:
+        """Write each actor's admission status and carry out what moved; whether some status
+        names a flavor whose nodes lack an accelerator."""
         at = datetime.fromtimestamp(now, UTC)
+        lacking = False
         waiting: dict[Key, float] = {}
 
         def growth(item: tuple[str, AsyncActor]) -> int:
@@ -309,7 +334,10 @@ class AdmissionLoop:
         for namespace, actor in sorted(world.actors, key=growth):
             key = (namespace, actor_name(actor))
             admission = decided.actors[key]
-            status = plan_admission_status(actor, admission, now=at)
+            flavor = flavors.get(admission.flavor) if admission.flavor else None
+            shortage = find_accelerator_shortage(actor, admission, flavor, world.nodes)
+            lacking |= shortage is not None
+            status = plan_admission_status(actor, admission, now=at, shortage=shortage)
             since = pending_since(status)
             if since is not None:
                 waiting[key] = since
@@ -326,6 +354,7 @@ class AdmissionLoop:
             if moved:  # its Deployment and ScaledObject follow (the shrink is done already)
                 await self._reapply(namespace, key[1], at)
         metrics.record_pending(waiting)
+        return lacking
 
     async def _reapply(self, namespace: str, name: str, at: datetime) -> None:
         """Apply an actor's objects from its status as just written (its Deployment follows
@@ -375,14 +404,16 @@ class AdmissionLoop:
         namespace: str,
         states: Mapping[int, InstanceStatus],
         ready: Mapping[int, bool],
+        nodes: Sequence[Node] | None,
         now: float,
         refresh: Collection[Key],
         unserved_gang_scheduler: GangScheduler | None = None,
-    ) -> None:
+    ) -> bool:
         """Apply the running instances' objects if what runs changed (or the group is to be
         refreshed: its spec changed), and write the status if it says something new. A group
         that lacks something (its Secret, a flavor, a member name an AsyncActor has, its gang
-        scheduler's PodGroup kind) is Degraded and gets no objects."""
+        scheduler's PodGroup kind) is Degraded and gets no objects. Whether its status names a
+        flavor whose nodes lack an accelerator."""
         name = group.metadata["name"]
         running = {i: held(s) for i, s in sorted(states.items()) if s.phase in HOLDING}
         before = {i: h for i, h in ((i, held(s)) for i, s in known_instances(group).items()) if h}
@@ -400,8 +431,9 @@ class AdmissionLoop:
         )
         if not problems and ((namespace, name) in refresh or running != before):
             await self._kube.apply(plan_group(group, namespace, running, flavors, self._config))
+        shortage = find_group_shortage(group, states, ready, flavors, nodes)
         status = plan_group_status(
-            group, states, ready, problems, now=datetime.fromtimestamp(now, UTC)
+            group, states, ready, problems, now=datetime.fromtimestamp(now, UTC), shortage=shortage
         )
         if status.changed(group.status):
             known = group.status.conditions if group.status else None
@@ -416,6 +448,7 @@ class AdmissionLoop:
                 why = "; ".join(p.message for p in problems)
                 fields = {"object": f"{namespace}/{name}", "problems": why}
                 _log.warning("ActorGroup not applied", extra=fields)
+        return shortage is not None
 
 
 class AdmissionPassError(RuntimeError):

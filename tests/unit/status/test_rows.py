@@ -174,6 +174,10 @@ def actor_status(replicas, ready, *conditions, admitted=None, selector=None):
     return status
 
 
+NO_GPUS = (
+    "ResourceFlavor h100: its 2 Ready nodes advertise no allocatable nvidia.com/gpu"
+    " (is the device plugin running?)"
+)
 READY = condition("Ready", "True", "2 of 2 replicas ready")
 NOT_DEGRADED = condition("Degraded", "False", "nothing missing")
 STABLE = condition("Scaling", "False", "2 replicas, as wanted")
@@ -302,6 +306,25 @@ def crash_looping_pod(labels):
             "scaled to zero: 4 queued, waiting for the scaler",
         ),
         (async_actor("a", replicas=1), [], 0, "not reconciled yet: no status from the operator"),
+        (
+            async_actor(
+                "a",
+                replicas=3,
+                pool="gpus",
+                status=actor_status(
+                    2,
+                    0,
+                    condition("Ready", "False", "0 of 2 replicas ready"),
+                    NOT_DEGRADED,
+                    condition("Admitted", "False", "2 of 3 replicas admitted, 1 waiting"),
+                    condition("AcceleratorsUnavailable", "True", NO_GPUS),
+                    admitted=2,
+                ),
+            ),
+            [],
+            5,
+            NO_GPUS,
+        ),
     ],
     ids=[
         "as-wanted",
@@ -312,6 +335,7 @@ def crash_looping_pod(labels):
         "scaled-to-zero",
         "queued-at-zero",
         "no-status",
+        "no-allocatable-gpus",
     ],
 )
 def test_a_cluster_row_says_why_its_numbers_differ(actor, pods, queued, why):
@@ -460,3 +484,17 @@ def test_the_json_report_round_trips_and_carries_its_schema_version():
 
     assert msgspec.json.decode(encoded)["version"] == 1
     assert msgspec.json.decode(encoded, type=Report) == report
+
+
+def test_an_actor_group_whose_flavors_nodes_advertise_no_gpu_says_so_before_quota():
+    conditions = [
+        {"type": "Admitted", "status": "False", "message": "1 of 2 instances admitted"},
+        {"type": "PodsReady", "status": "False", "message": "instances 0 not ready yet"},
+        {"type": "AcceleratorsUnavailable", "status": "True", "message": f"instance 0: {NO_GPUS}"},
+    ]
+    group = {"metadata": {"name": "rag", "namespace": "team"}, "spec": {}, "status": {}}
+    group["status"]["conditions"] = conditions
+
+    [row] = rows_from_cluster([], [group], [], {})
+
+    assert row.why == f"instance 0: {NO_GPUS}"
