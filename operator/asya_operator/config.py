@@ -26,6 +26,10 @@ GangScheduler = Literal["none", "kubernetes", "volcano", "kai"]
 (`none`), or a gang-aware scheduler given a group object per instance
 (`asya_operator.plans.gangs`)."""
 
+Admission = Literal["builtin", "kueue"]
+"""Who admits actors' replicas and gang instances: asya's own quota (`builtin`: ResourcePools,
+Cohorts), or Kueue (`kueue`: each pool name is a LocalQueue; `asya_operator.plans.kueue`)."""
+
 _RUNTIME: Final = RuntimeSettings()
 _SIDECAR: Final = SidecarSettings()
 
@@ -65,6 +69,11 @@ class OperatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     api_timeout_s: float = 60.0
     """Seconds one call to the API server may wait to connect, and then for each read, before
     it fails (an admission pass that fails is tried again `recheck_s` later)."""
+    admission: Admission = "builtin"
+    """builtin: asya admits replicas and gang instances against its ResourcePools; kueue:
+    Kueue does, each pod in the LocalQueue its pool names (an AsyncActor's replicas as
+    Kueue's pods, each ActorGroup instance as one Kueue pod group), and asya reads Kueue's
+    decisions back into its statuses."""
     gang_scheduler: GangScheduler = "none"
     """The gang scheduler of ActorGroups that name none (`spec.scheduling.gangScheduler`):
     none, kubernetes (the Workload API's PodGroup, Kubernetes 1.37), volcano or kai."""

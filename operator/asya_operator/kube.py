@@ -86,6 +86,7 @@ KINDS: Final[dict[str, Kind]] = {
     "ScaledObject": Kind("keda.sh", "v1alpha1", "scaledobjects", namespaced=True),
     "TriggerAuthentication": Kind("keda.sh", "v1alpha1", "triggerauthentications", namespaced=True),
     "Service": Kind("", "v1", "services", namespaced=True),
+    "Workload": Kind("kueue.x-k8s.io", "v1beta2", "workloads", namespaced=True),
     **{
         f"PodGroup.{gang.group}": Kind(gang.group, gang.version, gang.plural, namespaced=True)
         for gang in GANG_KINDS.values()
@@ -299,6 +300,11 @@ class Kube:
         """(kind, name, instance) of every StatefulSet, Service and gang PodGroup the operator
         made for the ActorGroup `namespace/group`."""
         return await self._call(_group_objects, namespace, group)
+
+    async def kueue_workloads(self) -> dict[tuple[str, str], dict[str, Any]] | None:
+        """Kueue's Workloads in the operator's scope by (namespace, name); None where the
+        cluster serves none (Kueue is not installed)."""
+        return await self._call(_kueue_workloads, self._namespace)
 
     async def gang_states(self, schedulers: Collection[GangScheduler]) -> GangStates:
         """Which of `schedulers` the cluster serves the PodGroups of, and what they say of the
@@ -646,6 +652,18 @@ def _list_served(api: ApiClient, kind: Kind, namespace: str | None) -> list[dict
         if exc.status != 404:
             raise
         return []
+
+
+def _kueue_workloads(
+    api: ApiClient, namespace: str | None
+) -> dict[tuple[str, str], dict[str, Any]] | None:
+    try:
+        items = _list(api, KINDS["Workload"], namespace)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        return None
+    return {(str(i["metadata"]["namespace"]), str(i["metadata"]["name"])): i for i in items}
 
 
 def _gang_states(

@@ -71,7 +71,7 @@ def build(
     kopf.on.startup(registry=registry, id="configure")(operator.start)
     kopf.on.cleanup(registry=registry, id="stop_health")(operator.stop)
     ActorHandlers(actors, admission).register(registry)
-    GroupHandlers(groups, admission).register(registry)
+    GroupHandlers(groups, admission, kueue=config.admission == "kueue").register(registry)
     return operator
 
 

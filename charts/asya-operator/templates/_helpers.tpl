@@ -117,6 +117,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - apiGroups: ["scheduling.k8s.io", "scheduling.volcano.sh", "scheduling.run.ai"]
   resources: ["podgroups"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# With Kueue admitting (config.admission: kueue), Kueue's decisions: read back into the
+# actors' and groups' statuses.
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloads"]
+  verbs: ["get", "list", "watch"]
 # Each actor's (and scaling group's) ScaledObject and TriggerAuthentication.
 - apiGroups: ["keda.sh"]
   resources: ["scaledobjects", "triggerauthentications"]

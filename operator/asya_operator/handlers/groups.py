@@ -3,6 +3,8 @@
 - an ActorGroup created, resumed (at start) or updated: `GroupReconciler.reconcile`;
 - its gang pods' readiness changing (a StatefulSet's status): an admission pass, which steps
   the readiness of its instances (ready, or evicted at the deadline);
+- with Kueue admitting, a Kueue Workload changing: an admission pass, which reads Kueue's
+  decisions into the statuses;
 - a gang scheduler's PodGroup of an instance changing (the scheduler says it cannot place it
   whole, or placed it): an admission pass, which writes that into the group's status. A kind
   the cluster does not serve (its scheduler is not installed) is not watched: kopf says so
@@ -35,9 +37,14 @@ _OUR_GROUP_OBJECTS: Final = {
 class GroupHandlers:
     """The handlers, bound to what they hand their work to."""
 
-    def __init__(self, groups: GroupReconciler, admission: AdmissionLoop) -> None:
+    def __init__(
+        self, groups: GroupReconciler, admission: AdmissionLoop, *, kueue: bool = False
+    ) -> None:
+        """`kueue`: Kueue admits (the operator's `admission: kueue`): its Workloads are
+        watched too."""
         self._groups = groups
         self._admission = admission
+        self._kueue = kueue
 
     def register(self, registry: kopf.OperatorRegistry) -> None:
         """Put every handler on `registry`."""
@@ -62,6 +69,15 @@ class GroupHandlers:
                 registry=registry,
                 id=f"follow_{scheduler}_pod_group",
             )(self.follow_pod_group)
+        if self._kueue:
+            workloads = KINDS["Workload"]
+            kopf.on.event(
+                workloads.group,
+                workloads.version,
+                workloads.plural,
+                registry=registry,
+                id="follow_kueue_workload",
+            )(self.follow_workload)
         kopf.index(*GROUPS, registry=registry, id="groups_by_secret")(self.groups_by_secret)
         kopf.on.event("v1", "secrets", when=_is_used, registry=registry, id="follow_group_secret")(
             self.follow_secret
@@ -93,6 +109,11 @@ class GroupHandlers:
         """A gang scheduler said something of an instance: the pass writes it in its status."""
         if event["type"] != "DELETED":
             self._admission.request()
+
+    async def follow_workload(self, *, event: kopf.RawEvent, **_: Any) -> None:
+        """Kueue admitted, evicted or queued a workload: the pass writes it in the statuses of
+        the groups and actors it is for."""
+        self._admission.request()
 
     async def groups_by_secret(
         self, *, namespace: str | None, name: str, spec: kopf.Spec, **_: Any

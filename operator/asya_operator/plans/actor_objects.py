@@ -27,6 +27,7 @@ from asya_operator.api.metadata import (
     selector_labels,
 )
 from asya_operator.config import OperatorConfig
+from asya_operator.plans.kueue import queue_deployment
 from asya_operator.plans.pods import (
     actor_pod_template,
     env_entry,
@@ -68,7 +69,8 @@ def plan_deployment(
     """The Deployment of `actor` in `namespace`: runtime and sidecar, placed on `flavor`.
 
     `flavor` is the ResourceFlavor `spec.flavor` names (None when it names none); replicas are
-    `running_replicas(actor)` (for an actor with a pool: those admitted).
+    `running_replicas(actor)` (for an actor with a pool: those admitted; with Kueue admitting,
+    the desired ones, in its pool's LocalQueue: `plans.kueue`).
 
     Raises:
         ValueError: `flavor` is not the one the actor names (look it up first; a missing
@@ -93,7 +95,11 @@ def plan_deployment(
         extra_env=extra,
     )
     selector = selector_labels(name, ACTOR_COMPONENT)
-    return _deployment(meta, selector, running_replicas(actor), template)
+    kueue = config.admission == "kueue"
+    deployment = _deployment(meta, selector, running_replicas(actor, quota=not kueue), template)
+    if kueue:
+        queue_deployment(deployment, actor.spec.pool)
+    return deployment
 
 
 def plan_end_actors(

@@ -16,6 +16,7 @@ from asya_operator.api.actor import AsyncActor, AsyncActorStatus
 from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.metadata import actor_name, selector_string
 from asya_operator.api.template import Condition
+from asya_operator.plans import kueue
 from asya_operator.plans.conditions import (
     ACCELERATORS_UNAVAILABLE,
     RFC3339,
@@ -299,4 +300,28 @@ def status_seen_since(
         [*problems, *kept_problems(actor)],
         observed_generation=observed_generation(actor),
         now=now,
+    )
+
+
+def kueue_admission(
+    actor: AsyncActor, workloads: Sequence[Mapping[str, Any]], missing: str | None
+) -> ActorAdmission:
+    """An actor's replicas as Kueue admitted them (the operator's `admission: kueue`): its
+    pods' Workloads (`kueue.actor_workloads`) that are admitted, the flavor of the first, and
+    Kueue's words for one that waits (or `missing`: why none can be read)."""
+    desired = desired_replicas(actor)
+    admitted = [w for w in workloads if kueue.is_admitted(w)]
+    waiting = [w for w in workloads if not kueue.is_admitted(w)]
+    count = min(desired, len(admitted))
+    flavors = [f for w in admitted for f in kueue.flavors_of(w)]
+    message = None
+    if count < desired:
+        why = missing or (kueue.waiting_words(waiting[0]) if waiting else "no Workload yet")
+        message = f"{count} of {desired} replicas admitted by Kueue; {why}"
+    return ActorAdmission(
+        admitted=count,
+        flavor=flavors[0] if flavors and count else None,
+        borrowing=False,
+        message=message,
+        preempted_by=None,
     )

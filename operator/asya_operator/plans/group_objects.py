@@ -35,6 +35,7 @@ from asya_operator.api.metadata import (
 )
 from asya_operator.config import OperatorConfig
 from asya_operator.plans.gangs import gang_objects
+from asya_operator.plans.kueue import queue_instance
 from asya_operator.plans.pods import actor_pod_template, env_entry
 from asya_operator.plans.scaling import plan_group_keda
 
@@ -116,6 +117,8 @@ def plan_instance(
         )
         offset += count
     gang_meta = _instance_meta(group, namespace, instance)
+    if config.admission == "kueue":
+        queue_instance(statefulsets, gang_meta["name"], group.spec.pool)
     scheduled = gang_objects(group, gang_meta["name"], gang_meta, statefulsets, config)
     return [_service(group, namespace, instance), *scheduled, *statefulsets]
 

@@ -34,12 +34,13 @@ def desired_replicas(actor: AsyncActor) -> int:
     return max(scaling.min_replicas, min(wanted, scaling.max_replicas))
 
 
-def running_replicas(actor: AsyncActor) -> int:
+def running_replicas(actor: AsyncActor, *, quota: bool = True) -> int:
     """The replicas the actor's Deployment runs: the desired ones, or, for an actor with a
-    pool, those of them admitted by its quota (`status.admittedReplicas`, 0 until admitted).
-    KEDA proposes, admission disposes: no pod is created only to wait for quota."""
+    pool under asya's own quota (`quota`), those of them admitted (`status.admittedReplicas`,
+    0 until admitted). KEDA proposes, admission disposes: no pod is created only to wait for
+    quota. With Kueue admitting (`quota` False) every desired pod exists, gated by Kueue."""
     desired = desired_replicas(actor)
-    if actor.spec.pool is None:
+    if actor.spec.pool is None or not quota:
         return desired
     return min(desired, admitted_replicas(actor))
 

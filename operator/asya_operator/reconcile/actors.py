@@ -102,7 +102,7 @@ class ActorReconciler:
 
     async def _apply(self, actor: AsyncActor, namespace: str, logger: kopf.Logger) -> None:
         recheck_s = self._config.recheck_s
-        if actor.spec.pool is not None:
+        if self._under_quota(actor):
             # The pass writes this actor's admitted replicas; plan from what it wrote.
             await self._settle()
             fresh = await self._read(namespace, actor_name(actor))
@@ -141,7 +141,7 @@ class ActorReconciler:
         """Apply an actor's planned objects (its Deployment first). With a pool, between
         admission passes and with the replicas its status admits now: a pass may have shrunk
         it since `bodies` were planned, and the quota it gave up may already run elsewhere."""
-        if actor.spec.pool is None:
+        if not self._under_quota(actor):
             return await self._kube.apply(bodies)
         async with self._between_passes():
             current = await self._read(namespace, actor_name(actor))
@@ -188,7 +188,7 @@ class ActorReconciler:
         if owners:
             # With no owner left, Kubernetes' garbage collector deletes the end actors itself.
             await self._kube.apply(_end_actors(namespace, owners, self._config, logger))
-        if actor.spec.pool is not None:
+        if self._under_quota(actor):
             # Its quota is free now (a deleted actor is out of every pass): others may have it.
             await self._settle()
         await release_queues(
@@ -200,6 +200,11 @@ class ActorReconciler:
             recheck_s=self._config.recheck_s,
             logger=logger,
         )
+
+    def _under_quota(self, actor: AsyncActor) -> bool:
+        """Whether asya's own admission decides the actor's replicas (with Kueue admitting,
+        its pool is a LocalQueue and every desired replica's pod exists, gated by Kueue)."""
+        return actor.spec.pool is not None and self._config.admission == "builtin"
 
     async def _with_pool(self, actor: AsyncActor, namespace: str) -> AsyncActor:
         """`actor` with its effective pool: its own, else its namespace's default."""

@@ -38,21 +38,32 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Final
+from typing import Any, Final
 
+import msgspec
+
+from asya.admission.readiness import GangPhase
 from asya_operator import metrics
 from asya_operator.api.actor import AsyncActor
 from asya_operator.api.flavor import ResourceFlavor
-from asya_operator.api.group import HOLDING, ActorGroup, InstanceStatus, held, known_instances
+from asya_operator.api.group import (
+    HOLDING,
+    ActorGroup,
+    InstanceStatus,
+    MemberHold,
+    held,
+    known_instances,
+)
 from asya_operator.api.metadata import actor_name
 from asya_operator.api.pool import ResourcePool
 from asya_operator.config import GangScheduler, OperatorConfig
 from asya_operator.kube import GANG_KEYS, AdmissionWorld, Kube, MemberPods
-from asya_operator.plans import instances
+from asya_operator.plans import instances, kueue
 from asya_operator.plans.actor_objects import plan_actor
 from asya_operator.plans.actor_status import (
     find_accelerator_shortage,
     find_problems,
+    kueue_admission,
     pending_since,
     plan_admission_status,
     status_seen_since,
@@ -217,6 +228,9 @@ class AdmissionLoop:
         unplaced: dict[Key, dict[int, str]] = {}
         for (ns, name, instance), why in gangs.unplaced.items():
             unplaced.setdefault((ns, name), {})[instance] = why
+        if self._config.admission == "kueue":
+            await self._kueue_pass(world, ready, unplaced, gangs.served, now, refresh)
+            return None  # Kueue keeps the clocks (its waitForPodsReady): no deadline of ours
         states, changes = _groups_before(world, ready, now, unplaced)
         ages = _ages(world)
         pooled = _pooled_actors(world, ages)
@@ -265,6 +279,61 @@ class AdmissionLoop:
             recheck = now + self._config.recheck_s
             deadline = recheck if deadline is None else min(deadline, recheck)
         return deadline
+
+    async def _kueue_pass(
+        self,
+        world: AdmissionWorld,
+        ready: Mapping[Key, Mapping[int, bool]],
+        unplaced: Mapping[Key, Mapping[int, str]],
+        served: Collection[GangScheduler],
+        now: float,
+        refresh: Collection[Key],
+    ) -> None:
+        """A pass with Kueue admitting (`plans.kueue`): every desired instance runs its
+        StatefulSets at full size (their pods gated by Kueue until it admits the instance's
+        pod group), and each group's and pooled actor's status says what Kueue decided."""
+        found = await self._kube.kueue_workloads()
+        workloads = {} if found is None else found
+        missing = None if found is not None else KUEUE_MISSING
+        await self._stop_leaving(world.leaving)
+        for namespace, group in world.groups:
+            key = (namespace, str(group.metadata["name"]))
+            seen = ready.get(key, {})
+            states = instances.placement(instances.unpooled(group, seen), unplaced.get(key, {}))
+            pods = world.group_pods.get(key, [])
+            await self._stop_instances_but(group, namespace, set(states), pods)
+            shown = instances.placement(
+                _kueue_instances(group, namespace, states, workloads, seen, missing),
+                unplaced.get(key, {}),
+            )
+            flavor_of = {m.name: m.template.flavor for m in group.spec.members}
+            applied: dict[int, dict[str, MemberHold]] = {}
+            for p in pods:
+                applied.setdefault(p.instance, {})[p.member] = (flavor_of.get(p.member), p.replicas)
+            scheduler = gang_scheduler(group, self._config)
+            unserved = None if scheduler in served or scheduler == "none" else scheduler
+            await self._sync_group(
+                group,
+                namespace,
+                states,
+                seen,
+                world.nodes,
+                now,
+                refresh,
+                unserved,
+                shown=shown,
+                applied=applied,
+            )
+        at = datetime.fromtimestamp(now, UTC)
+        for namespace, actor in world.actors:
+            name = actor_name(actor)
+            mine = kueue.actor_workloads(
+                name, [w for (ns, _n), w in workloads.items() if ns == namespace]
+            )
+            admission = kueue_admission(actor, mine, missing)
+            status = plan_admission_status(actor, admission, now=at)
+            if status.changed(actor.status):
+                await self._kube.patch_status(AsyncActor, namespace, name, status)
 
     async def _write_pool_statuses(
         self,
@@ -408,15 +477,23 @@ class AdmissionLoop:
         now: float,
         refresh: Collection[Key],
         unserved_gang_scheduler: GangScheduler | None = None,
+        *,
+        shown: Mapping[int, InstanceStatus] | None = None,
+        applied: Mapping[int, Mapping[str, MemberHold]] | None = None,
     ) -> bool:
         """Apply the running instances' objects if what runs changed (or the group is to be
         refreshed: its spec changed), and write the status if it says something new. A group
         that lacks something (its Secret, a flavor, a member name an AsyncActor has, its gang
         scheduler's PodGroup kind) is Degraded and gets no objects. Whether its status names a
-        flavor whose nodes lack an accelerator."""
+        flavor whose nodes lack an accelerator. With Kueue admitting, `shown` is what the
+        status says of the instances (Kueue's decisions) and `applied` what runs now (the
+        StatefulSets as they are), since the status no longer tells that."""
         name = group.metadata["name"]
         running = {i: held(s) for i, s in sorted(states.items()) if s.phase in HOLDING}
-        before = {i: h for i, h in ((i, held(s)) for i, s in known_instances(group).items()) if h}
+        before = applied
+        if before is None:
+            statuses = known_instances(group).items()
+            before = {i: h for i, h in ((i, held(s)) for i, s in statuses) if h}
         wanted = {f for members in running.values() for f, _count in members.values() if f}
         flavors = await self._kube.read_flavors(wanted)
         secret = await self._kube.read_secret(namespace, group.spec.broker.secret_name)
@@ -431,6 +508,7 @@ class AdmissionLoop:
         )
         if not problems and ((namespace, name) in refresh or running != before):
             await self._kube.apply(plan_group(group, namespace, running, flavors, self._config))
+        states = states if shown is None else shown
         shortage = find_group_shortage(group, states, ready, flavors, nodes)
         status = plan_group_status(
             group, states, ready, problems, now=datetime.fromtimestamp(now, UTC), shortage=shortage
@@ -511,6 +589,35 @@ def _ready_instances(group: ActorGroup, pods: Sequence[MemberPods]) -> dict[int,
                 for member, (_flavor, count) in holds.items()
             )
     return ready
+
+
+KUEUE_MISSING: Final = (
+    "Kueue is not installed: the cluster serves no kueue.x-k8s.io/v1beta2 Workloads (install"
+    " Kueue, or run the operator with admission: builtin)"
+)
+
+
+def _kueue_instances(
+    group: ActorGroup,
+    namespace: str,
+    states: Mapping[int, InstanceStatus],
+    workloads: Mapping[Key, Mapping[str, Any]],
+    ready: Mapping[int, bool],
+    missing: str | None,
+) -> dict[int, InstanceStatus]:
+    """The instances as Kueue's Workloads say (each `{group}-{instance}`)."""
+    name = group.metadata["name"]
+    shown = {}
+    for index, state in states.items():
+        if missing is not None:
+            shown[index] = msgspec.structs.replace(
+                state, phase=GangPhase.PENDING, members=None, message=missing
+            )
+            continue
+        workload = workloads.get((namespace, f"{name}-{index}"))
+        ready_now = ready.get(index, False)
+        shown[index] = kueue.instance_from_workload(group, state, workload, ready=ready_now)
+    return shown
 
 
 def _groups_before(

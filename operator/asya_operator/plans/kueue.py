@@ -1,0 +1,135 @@
+"""Kueue as the admission of actors and gangs (the operator's `admission: kueue`): what the
+objects carry for Kueue, and Kueue's decisions read back into asya's statuses.
+
+asya then admits nothing itself: its ResourcePools and Cohorts are not read, and a pool's
+name (an object's own `spec.pool`, else its namespace's `asya.sh/default-pool` label) is the
+name of a Kueue LocalQueue in the object's namespace (unset: `default`, the LocalQueue Kueue
+defaults pods to where it exists). Then:
+
+- an AsyncActor's Deployment runs its desired replicas and carries the label
+  `kueue.x-k8s.io/queue-name`: Kueue's Deployment integration makes each pod a workload of its
+  own, held at the scheduling gate `kueue.x-k8s.io/admission` until Kueue admits it (admitted,
+  scaled out and in pod by pod). `actor_admission` counts its admitted pods' Workloads;
+- each desired ActorGroup instance runs its StatefulSets at full size, every member pod
+  carrying the queue label, the label `kueue.x-k8s.io/pod-group-name: {group}-{instance}` and
+  the annotation `kueue.x-k8s.io/pod-group-total-count` (the instance's pod count): Kueue
+  admits the instance's pods together, as one Workload named `{group}-{instance}` (a plain pod
+  group), whole or not at all. The StatefulSets themselves carry no queue label: Kueue's
+  StatefulSet integration would make a group of each member. `instance_from_workload` reads
+  that Workload back.
+
+Pure: dicts and typed statuses in and out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import msgspec
+
+from asya.admission.readiness import GangPhase
+from asya_operator.api.group import ActorGroup, InstanceStatus, MemberAdmission
+
+QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
+POD_GROUP_LABEL: Final = "kueue.x-k8s.io/pod-group-name"
+POD_GROUP_TOTAL_ANNOTATION: Final = "kueue.x-k8s.io/pod-group-total-count"
+ADMISSION_GATE: Final = "kueue.x-k8s.io/admission"
+"""The scheduling gate Kueue's webhook puts on each pod it manages, and lifts on admission."""
+DEFAULT_LOCAL_QUEUE: Final = "default"
+
+
+def local_queue(pool: str | None) -> str:
+    """The LocalQueue of an object whose effective pool is `pool`."""
+    return pool or DEFAULT_LOCAL_QUEUE
+
+
+def queue_deployment(deployment: dict[str, Any], pool: str | None) -> None:
+    """Put the actor's Deployment (changed in place) in the LocalQueue of `pool`."""
+    deployment["metadata"].setdefault("labels", {})[QUEUE_LABEL] = local_queue(pool)
+
+
+def queue_instance(statefulsets: Sequence[dict[str, Any]], name: str, pool: str | None) -> None:
+    """Make one Kueue pod group, `name`, of an instance's member pods (the `statefulsets`'
+    templates, changed in place)."""
+    total = sum(int(s["spec"]["replicas"]) for s in statefulsets)
+    for statefulset in statefulsets:
+        meta = statefulset["spec"]["template"]["metadata"]
+        meta["labels"][QUEUE_LABEL] = local_queue(pool)
+        meta["labels"][POD_GROUP_LABEL] = name
+        meta.setdefault("annotations", {})[POD_GROUP_TOTAL_ANNOTATION] = str(total)
+
+
+def conditions_of(workload: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """A Workload's conditions by type."""
+    found = (workload.get("status") or {}).get("conditions") or ()
+    return {str(c.get("type")): c for c in found}
+
+
+def is_admitted(workload: Mapping[str, Any]) -> bool:
+    return conditions_of(workload).get("Admitted", {}).get("status") == "True"
+
+
+def waiting_words(workload: Mapping[str, Any]) -> str:
+    """Why Kueue has not admitted a Workload, in Kueue's words (its condition messages)."""
+    conditions = conditions_of(workload)
+    for kind, value in (("Evicted", "True"), ("QuotaReserved", "False"), ("Admitted", "False")):
+        condition = conditions.get(kind)
+        if condition is not None and condition.get("status") == value:
+            words = condition.get("message") or condition.get("reason") or kind
+            prefix = "evicted by Kueue" if kind == "Evicted" else "waiting for Kueue"
+            return f"{prefix}: {words}"
+    return "waiting for Kueue to admit it"
+
+
+def flavors_of(workload: Mapping[str, Any]) -> list[str]:
+    """The flavors Kueue assigned the Workload's pod sets, in order, once each."""
+    admission = (workload.get("status") or {}).get("admission") or {}
+    found: list[str] = []
+    for assignment in admission.get("podSetAssignments") or ():
+        for flavor in (assignment.get("flavors") or {}).values():
+            if flavor not in found:
+                found.append(str(flavor))
+    return found
+
+
+def instance_from_workload(
+    group: ActorGroup, instance: InstanceStatus, workload: Mapping[str, Any] | None, *, ready: bool
+) -> InstanceStatus:
+    """An instance as Kueue's Workload `{group}-{instance}` says (None: Kueue has made none
+    yet): admitted (WaitingForReady, or Ready once every pod is), else Pending with Kueue's
+    words; the flavor its quota is in where Kueue assigned one."""
+    name = f"{group.metadata['name']}-{instance.instance}"
+    if workload is None:
+        message = (
+            f"waiting for Kueue: no Workload {name} yet (Kueue makes it once all the"
+            " instance's pods exist; does Kueue manage pods in this namespace?)"
+        )
+        return msgspec.structs.replace(
+            instance, phase=GangPhase.PENDING, members=None, message=message
+        )
+    if not is_admitted(workload):
+        return msgspec.structs.replace(
+            instance, phase=GangPhase.PENDING, members=None, message=waiting_words(workload)
+        )
+    flavors = flavors_of(workload)
+    flavor = ", ".join(flavors) if flavors else None
+    members = [
+        MemberAdmission(name=m.name, flavor=flavor, replicas=m.replicas) for m in group.spec.members
+    ]
+    phase = GangPhase.READY if ready else GangPhase.WAITING_FOR_READY
+    return msgspec.structs.replace(instance, phase=phase, members=members, message=None)
+
+
+def actor_workloads(actor: str, workloads: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The Workloads Kueue made for the pods of the actor's Deployment (each owned by its pod,
+    named `{actor}-{pod-template-hash}-{suffix}`: the hash and suffix have no dash, so another
+    actor whose name starts with this one's never matches)."""
+    pattern = re.compile(rf"^{re.escape(actor)}-[a-z0-9]+-[a-z0-9]+$")
+    found = []
+    for workload in workloads:
+        owners = (workload.get("metadata") or {}).get("ownerReferences") or ()
+        if any(o.get("kind") == "Pod" and pattern.match(str(o.get("name"))) for o in owners):
+            found.append(workload)
+    return found
