@@ -9,7 +9,7 @@ an argument and read nothing else.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
 import msgspec
 
@@ -66,9 +66,11 @@ class OperatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     recheck_s: float = 30.0
     """Seconds between checks of an actor left Degraded (its Secret or flavor missing) or whose
     queues could not be declared: it recovers this long at most after the cause is fixed."""
-    api_timeout_s: float = 60.0
-    """Seconds one call to the API server may wait to connect, and then for each read, before
-    it fails (an admission pass that fails is tried again `recheck_s` later)."""
+    api_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    """Seconds one call to the API server may wait to connect, and then for each read, and
+    the longest any one step of the operator waits on the API server (a read, the applies of
+    one object set) before it fails (an admission pass that fails is tried again
+    `recheck_s` later)."""
     admission: Admission = "builtin"
     """builtin: asya admits replicas and gang instances against its ResourcePools; kueue:
     Kueue does, each pod in the LocalQueue its pool names (an AsyncActor's replicas as

@@ -99,6 +99,7 @@ GANG_KEYS: Final[dict[GangScheduler, str]] = {
     scheduler: f"PodGroup.{gang.group}" for scheduler, gang in GANG_KINDS.items()
 }
 """Each gang scheduler's PodGroup, as its key in `KINDS`."""
+_GANG_KINDS: Final = frozenset(KINDS[key] for key in GANG_KEYS.values())
 
 _MODELS: Final[dict[type[Any], str]] = {
     AsyncActor: "AsyncActor",
@@ -419,14 +420,18 @@ def _read_flavors(api: ApiClient, names: Iterable[str]) -> dict[str, ResourceFla
     return found
 
 
-def _list(api: ApiClient, kind: Kind, namespace: str | None = None) -> list[dict[str, Any]]:
+def _list(
+    api: ApiClient, kind: Kind, namespace: str | None = None, selector: str | None = None
+) -> list[dict[str, Any]]:
     custom = CustomObjectsApi(api)
     listed: dict[str, Any]
     if namespace is None:
-        listed = custom.list_cluster_custom_object(kind.group, kind.version, kind.plural)  # type: ignore[assignment]
+        listed = custom.list_cluster_custom_object(  # type: ignore[assignment]
+            kind.group, kind.version, kind.plural, label_selector=selector
+        )
     else:
         listed = custom.list_namespaced_custom_object(  # type: ignore[assignment]
-            kind.group, kind.version, namespace, kind.plural
+            kind.group, kind.version, namespace, kind.plural, label_selector=selector
         )
     return list(listed.get("items", ()))
 
@@ -633,7 +638,10 @@ def _group_objects(api: ApiClient, namespace: str, group: str) -> list[tuple[str
         core.list_namespaced_service(namespace, label_selector=_GROUP_OBJECTS)
     )
     listed = [("StatefulSet", sets.get("items", ())), ("Service", services["items"])]
-    listed += [(key, _list_served(api, KINDS[key], namespace)) for key in GANG_KEYS.values()]
+    listed += [
+        (key, _list_served(api, KINDS[key], namespace, _GROUP_OBJECTS))
+        for key in GANG_KEYS.values()
+    ]
     found = []
     for kind, items in listed:
         for item in items:
@@ -643,13 +651,16 @@ def _group_objects(api: ApiClient, namespace: str, group: str) -> list[tuple[str
     return found
 
 
-def _list_served(api: ApiClient, kind: Kind, namespace: str | None) -> list[dict[str, Any]]:
+def _list_served(
+    api: ApiClient, kind: Kind, namespace: str | None, selector: str | None = None
+) -> list[dict[str, Any]]:
     """`_list`, or nothing where the API server does not serve the kind (a gang scheduler's
-    PodGroup on a cluster without that scheduler)."""
+    PodGroup on a cluster without that scheduler) or the operator may not list it (a kind its
+    groups do not use, left out of a narrowed Role)."""
     try:
-        return _list(api, kind, namespace)
+        return _list(api, kind, namespace, selector)
     except ApiException as exc:
-        if exc.status != 404:
+        if exc.status not in (403, 404) or kind not in _GANG_KINDS:
             raise
         return []
 
@@ -673,15 +684,23 @@ def _gang_states(
     unplaced = {}
     for scheduler in schedulers:
         try:
-            items = _list(api, KINDS[GANG_KEYS[scheduler]], namespace)
+            items = _list(api, KINDS[GANG_KEYS[scheduler]], namespace, _GROUP_OBJECTS)
         except ApiException as exc:
-            if exc.status != 404:
-                raise
-            continue
+            if exc.status == 404:
+                continue
+            # Forbidden, or the scheduler's API failing: what it says is unknown this pass,
+            # which is no reason to stop admitting everyone else.
+            _log.warning(
+                "gang scheduler's PodGroups not read",
+                extra={"scheduler": scheduler, "status": exc.status, "error": exc.reason},
+            )
+            items = []
         served.add(scheduler)
         for item in items:
             if not _ours(item) or _is_leaving(item):
                 continue
+            if not str(item["metadata"]["labels"][INSTANCE_LABEL]).isdigit():
+                continue  # not one the operator made
             reason = unplaced_reason(scheduler, item)
             if reason is not None:
                 meta, labels = item["metadata"], item["metadata"]["labels"]
@@ -700,7 +719,9 @@ def _delete_objects(api: ApiClient, namespace: str, objects: Iterable[tuple[str,
                     *_in(KINDS[kind], namespace), name
                 )
         except ApiException as exc:
-            if exc.status != 404:
+            # Gone already; or a gang kind the cluster lacks, or the operator may not touch
+            # (a group deletes every scheduler's PodGroup of its instance: it may have changed).
+            if exc.status != 404 and not (exc.status == 403 and kind in GANG_KEYS.values()):
                 raise
 
 

@@ -116,8 +116,9 @@ async def test_what_volcano_says_of_a_gang_it_cannot_place_is_in_the_groups_stat
     [row] = [r for r in report.rows if r.name == "low"]
     assert said in row.why
 
-    # Placed after all (the nodes freed up): the reason goes.
-    await set_volcano_condition(kube, world.namespace, "low-0", "False", "")
+    # Placed after all (the nodes freed up): Volcano adds Scheduled and runs it, leaving
+    # Unschedulable as it was; the reason goes.
+    await set_volcano_placed(kube, world.namespace, "low-0")
 
     placed = await group_becomes(
         world,
@@ -128,21 +129,35 @@ async def test_what_volcano_says_of_a_gang_it_cannot_place_is_in_the_groups_stat
     assert instance(placed, 0).get("message") is None
 
 
+UNSCHEDULABLE_CONDITION = {
+    "type": "Unschedulable",
+    "status": "True",
+    "reason": "NotEnoughResources",
+    "message": UNSCHEDULABLE,
+    "transitionID": "1",
+    "lastTransitionTime": "2026-11-26T10:00:00Z",
+}
+
+
 async def set_volcano_condition(kube, namespace: str, name: str, status: str, message: str):
-    body: dict[str, Any] = {
-        "status": {
-            "phase": "Pending" if status == "True" else "Running",
-            "conditions": [
-                {
-                    "type": "Unschedulable",
-                    "status": status,
-                    "reason": "NotEnoughResources" if status == "True" else "",
-                    "message": message,
-                    "transitionID": "1",
-                }
-            ],
-        }
+    condition = {**UNSCHEDULABLE_CONDITION, "status": status, "message": message}
+    await patch_pod_group(kube, namespace, name, {"phase": "Pending", "conditions": [condition]})
+
+
+async def set_volcano_placed(kube, namespace: str, name: str):
+    placed = {
+        "type": "Scheduled",
+        "status": "True",
+        "reason": "tasks in gang are ready to be scheduled",
+        "transitionID": "2",
+        "lastTransitionTime": "2026-11-26T10:05:00Z",
     }
+    status = {"phase": "Running", "conditions": [UNSCHEDULABLE_CONDITION, placed]}
+    await patch_pod_group(kube, namespace, name, status)
+
+
+async def patch_pod_group(kube, namespace: str, name: str, status: dict[str, Any]):
+    body = {"status": status}
     custom = CustomObjectsApi(kube)
     await asyncio.to_thread(
         custom.patch_namespaced_custom_object,

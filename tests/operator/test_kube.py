@@ -9,6 +9,7 @@ import threading
 
 import kmock
 import kubernetes
+import pytest
 import urllib3
 from asya_operator.api.actor import AsyncActor
 from asya_operator.api.template import GROUP, VERSION
@@ -149,3 +150,24 @@ async def test_nodes_that_cannot_be_listed_are_unknown_and_said_once(world, quot
     assert [p.metadata["name"] for p in second.pools] == ["team-a"]  # the rest is read
     said = [r for r in caplog.records if r.getMessage() == "nodes not listed"]
     assert len(said) == 1
+
+
+@pytest.mark.parametrize(
+    ("answer", "served"), [(404, set()), (403, {"volcano"}), (500, {"volcano"})]
+)
+def test_a_gang_schedulers_podgroups_that_cannot_be_read_fail_no_pass(
+    monkeypatch, caplog, answer, served
+):
+    # 404: the scheduler is not installed (its groups are Degraded for it); any other answer:
+    # what it says is unknown this pass, and admitting everyone else goes on.
+    from asya_operator import kube as module
+
+    def refuse(*_args, **_kwargs):
+        raise kubernetes.client.ApiException(status=answer, reason="no")
+
+    monkeypatch.setattr(module, "_list", refuse)
+
+    states = module._gang_states(None, "ml-b", ["volcano"])
+
+    assert (states.served, states.unplaced) == (served, {})
+    assert ("gang scheduler's PodGroups not read" in caplog.text) is (answer != 404)

@@ -301,6 +301,62 @@ CFG = OperatorConfig()
         ),
         ("volcano", {"phase": "Running", "conditions": [{"type": "Scheduled"}]}, None),
         (
+            # Placed: Volcano leaves Unschedulable True, adds Scheduled and runs it.
+            "volcano",
+            {
+                "phase": "Running",
+                "conditions": [
+                    {
+                        "type": "Unschedulable",
+                        "status": "True",
+                        "message": "3/3 pending",
+                        "lastTransitionTime": "2026-11-26T10:00:00Z",
+                    },
+                    {
+                        "type": "Scheduled",
+                        "status": "True",
+                        "lastTransitionTime": "2026-11-26T10:05:00Z",
+                    },
+                ],
+            },
+            None,
+        ),
+        (
+            # Placed once, then not again (its pods evicted and pending): the newer one counts.
+            "volcano",
+            {
+                "phase": "Pending",
+                "conditions": [
+                    {
+                        "type": "Scheduled",
+                        "status": "True",
+                        "lastTransitionTime": "2026-11-26T10:05:00Z",
+                    },
+                    {
+                        "type": "Unschedulable",
+                        "status": "True",
+                        "message": "1/3 pending",
+                        "lastTransitionTime": "2026-11-26T10:09:00Z",
+                    },
+                ],
+            },
+            "volcano cannot place it whole: 1/3 pending",
+        ),
+        (
+            "kai",
+            {
+                "phase": "Pending",
+                "schedulingConditions": [
+                    {
+                        "reason": "",
+                        "message": "",
+                        "reasons": [{"reason": "OverLimit", "message": "queue team-a over limit"}],
+                    }
+                ],
+            },
+            "kai cannot place it whole: queue team-a over limit",
+        ),
+        (
             "kubernetes",
             {
                 "conditions": [
@@ -402,3 +458,16 @@ def test_the_operators_default_gang_scheduler_is_read_from_its_environment():
     assert config.gang_scheduler == "kai"
     with pytest.raises(SettingsError, match="expected one of: none, kubernetes, volcano, kai"):
         load_operator_config({"ASYA_OPERATOR_GANG_SCHEDULER": "slurm"})
+
+
+def test_a_quantity_in_exponent_form_leaves_volcanos_minimum_resources_out_not_the_pass():
+    # The CRD takes 1e-1 (a Kubernetes quantity); the summing does not: Volcano then gets no
+    # minResources, and the group its objects, rather than the admission pass failing.
+    body = yaml.safe_load(GROUP_YAML.format(scheduling="scheduling: {gangScheduler: volcano}"))
+    body["spec"]["members"][0]["template"]["sidecar"] = {"resources": {"requests": {"cpu": "1e-1"}}}
+    group = msgspec.convert(body, ActorGroup)
+
+    planned = plan_group(group, "ml-b", {0: {"leader": (None, 1), "worker": (None, 3)}}, {}, CFG)
+
+    [pod_group] = of_kind(planned, "PodGroup")
+    assert pod_group["spec"] == {"minMember": 4, "queue": "default"}

@@ -12,6 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from asya.errors import AdmissionError
 from asya_operator.api.actor import AsyncActor, AsyncActorStatus
 from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.metadata import actor_name, selector_string
@@ -222,7 +223,11 @@ def find_accelerator_shortage(
     ready = (actor.status.ready_replicas if actor.status else None) or 0
     if nodes is None or flavor is None or runs == 0 or ready >= runs:
         return None
-    return lacking_accelerators(flavor, nodes, requests_of(actor.spec.resources))
+    try:
+        requests = requests_of(actor.spec.resources)
+    except AdmissionError:  # a quantity admission refuses says so itself
+        return None
+    return lacking_accelerators(flavor, nodes, requests)
 
 
 def plan_admission_status(

@@ -25,11 +25,13 @@ Pure: the group, the instance's planned StatefulSets and the operator's config i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from asya.admission.quantity import format_quantity, parse_quantity
+from asya.errors import AdmissionError
 from asya_operator.api.group import ActorGroup
 from asya_operator.config import GangScheduler, OperatorConfig
 
@@ -106,11 +108,9 @@ def gang_objects(
     if scheduler == "kubernetes":
         body["spec"] = {"schedulingPolicy": {"gang": {"minCount": size}}}
     elif scheduler == "volcano":
-        body["spec"] = {
-            "minMember": size,
-            "minResources": total_requests(statefulsets),
-            "queue": queue,
-        }
+        body["spec"] = {"minMember": size, "queue": queue}
+        with contextlib.suppress(AdmissionError):  # a quantity in a form not summed: none given
+            body["spec"]["minResources"] = total_requests(statefulsets)
     else:
         meta["labels"][KAI_QUEUE_LABEL] = queue
         body["spec"] = {"minMember": size, "queue": queue}
@@ -138,21 +138,32 @@ def unplaced_reason(scheduler: GangScheduler, pod_group: Mapping[str, Any]) -> s
 
     - kubernetes: the condition `PodGroupInitiallyScheduled` False (reason Unschedulable or
       SchedulerError);
-    - volcano: the condition `Unschedulable` True;
-    - kai: the last of `schedulingConditions` (KAI keeps them while the group is unscheduled).
+    - volcano: the condition `Unschedulable` True while the group is not placed since: Volcano
+      never turns it False, it adds `Scheduled` and moves the phase to Running;
+    - kai: the last of `schedulingConditions` while the group does not run (its `reasons`'
+      messages where the deprecated `message` is empty).
     """
     status = pod_group.get("status") or {}
     said: Mapping[str, Any] | None = None
     if scheduler == "kubernetes":
         said = _condition(status, "PodGroupInitiallyScheduled", "False")
-    elif scheduler == "volcano":
+    elif scheduler == "volcano" and status.get("phase") not in ("Running", "Completed"):
         said = _condition(status, "Unschedulable", "True")
+        placed = _condition(status, "Scheduled", "True")
+        if said and placed and _since(placed) >= _since(said):
+            said = None
     elif scheduler == "kai" and status.get("phase") != "Running":
         said = (status.get("schedulingConditions") or [None])[-1]
     if not said:
         return None
-    words = str(said.get("message") or said.get("reason") or "unschedulable")
+    reasons = [str(r.get("message")) for r in said.get("reasons") or () if r.get("message")]
+    words = str(said.get("message") or "; ".join(reasons) or said.get("reason") or "unschedulable")
     return f"{scheduler} cannot place it whole: {words}"
+
+
+def _since(condition: Mapping[str, Any]) -> str:
+    # RFC 3339 times in one zone (UTC, as Kubernetes writes them) order as strings.
+    return str(condition.get("lastTransitionTime") or "")
 
 
 def _condition(status: Mapping[str, Any], kind: str, value: str) -> Mapping[str, Any] | None:

@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Final
 
 from asya.admission.readiness import GangPhase
+from asya.errors import AdmissionError
 from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.group import (
     HOLDING,
@@ -138,7 +139,10 @@ def find_group_shortage(
         for member, (flavor, _count) in sorted(held(instance).items()):
             if flavor is None or flavor not in flavors or member not in members:
                 continue
-            requests = requests_of(members[member].template.resources)
+            try:
+                requests = requests_of(members[member].template.resources)
+            except AdmissionError:  # a quantity admission refuses says so itself
+                continue
             shortage = lacking_accelerators(flavors[flavor], nodes, requests)
             if shortage is not None:
                 return f"instance {index}, member {member}: {shortage.message}"
