@@ -47,7 +47,7 @@ from asya_operator.api.metadata import (
 from asya_operator.api.pool import Cohort, ResourcePool
 from asya_operator.api.template import GROUP, VERSION
 from asya_operator.config import GangScheduler
-from asya_operator.plans.gangs import GANG_KINDS, unplaced_reason
+from asya_operator.plans.gangs import GANG_KINDS, GANG_SCHEDULER_LABEL, unplaced_reason
 from asya_operator.plans.nodes import Node, node_of
 from asya_operator.plans.pods import placement_flavor
 from asya_operator.plans.pools import DEFAULT_POOL_LABEL, with_effective_pool
@@ -157,6 +157,9 @@ class MemberPods:
     """Its spec.replicas."""
     ready: int
     """Its status.readyReplicas."""
+    gang_scheduler: str = "none"
+    """The gang scheduler its pods were made for (`plans.gangs.GANG_SCHEDULER_LABEL`; none
+    before the label existed)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -545,6 +548,7 @@ def _group_pods(items: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[M
                 member=str(labels[MEMBER_LABEL]),
                 replicas=int(item.get("spec", {}).get("replicas") or 0),
                 ready=int((item.get("status") or {}).get("readyReplicas") or 0),
+                gang_scheduler=str(labels.get(GANG_SCHEDULER_LABEL, "none")),
             )
         )
     return found

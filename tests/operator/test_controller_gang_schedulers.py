@@ -226,3 +226,31 @@ async def test_a_group_naming_a_scheduler_the_cluster_lacks_is_degraded_and_runs
     await world.wait_exists(VOLCANO_GROUPS, "high-0")
     await world.wait_exists(STATEFULSETS, "high-worker-0")
     assert world.cluster.current(STATEFULSETS, world.namespace, "low-worker-0") is None
+
+
+async def test_a_group_whose_gang_scheduler_changes_restarts_its_instances_whole(
+    world, volcano, broker_secret, operator, gang_queues, quota
+):
+    create, _patch = quota
+    await create("resourcepools", gpu_pool(2))
+    await world.create_group(gang("low", workers=2, **VOLCANO))
+    await group_becomes(world, "low", admitted(1), "admitted")
+    before = await world.wait_exists(STATEFULSETS, "low-worker-0")
+    assert before["metadata"]["labels"]["asya.sh/gang-scheduler"] == "volcano"
+    await world.wait_exists(VOLCANO_GROUPS, "low-0")
+
+    # Pods replaced one by one would each wait for a gang Volcano can no longer complete.
+    none = {"gangScheduler": "none", "queue": None}
+    await world.patch_group("low", {"spec": {"scheduling": none}})
+
+    after = await world.wait_for(
+        STATEFULSETS,
+        "low-worker-0",
+        lambda s: s is not None and s["metadata"]["uid"] != before["metadata"]["uid"],
+        "the StatefulSet made anew, not patched",
+    )
+    assert after["metadata"]["labels"]["asya.sh/gang-scheduler"] == "none"
+    assert "schedulerName" not in after["spec"]["template"]["spec"]
+    await world.wait_for(VOLCANO_GROUPS, "low-0", lambda o: o is None, "its PodGroup gone")
+    again = await world.wait_exists(STATEFULSETS, "low-coordinator-0")
+    assert again["metadata"]["labels"]["asya.sh/gang-scheduler"] == "none"

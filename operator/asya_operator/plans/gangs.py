@@ -60,6 +60,11 @@ GANG_KINDS: Final[Mapping[GangScheduler, GangKind]] = {
 }
 """Each gang scheduler's group object (every one a namespaced `PodGroup`)."""
 
+GANG_SCHEDULER_LABEL: Final = "asya.sh/gang-scheduler"
+"""On an instance's StatefulSets: the gang scheduler their pods were made for. One that
+differs from the group's now (the group, or the operator's default, changed) restarts the
+instance whole: pods replaced one by one would each wait for a gang they cannot complete."""
+
 VOLCANO_GROUP_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 KAI_GROUP_ANNOTATION: Final = "pod-group-name"
 KAI_QUEUE_LABEL: Final = "kai.scheduler/queue"
@@ -82,8 +87,11 @@ def gang_objects(
     config: OperatorConfig,
 ) -> list[dict[str, Any]]:
     """The instance's group object (none for `none`), named `name` with metadata `meta`, and
-    its member pods (the `statefulsets`' templates, changed in place) joined to it."""
+    its member pods (the `statefulsets`' templates, changed in place) joined to it; each
+    StatefulSet labelled with the scheduler (`GANG_SCHEDULER_LABEL`)."""
     scheduler = gang_scheduler(group, config)
+    for statefulset in statefulsets:
+        statefulset["metadata"]["labels"][GANG_SCHEDULER_LABEL] = scheduler
     if scheduler == "none":
         return []
     kind = GANG_KINDS[scheduler]

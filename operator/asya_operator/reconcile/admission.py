@@ -255,9 +255,11 @@ class AdmissionLoop:
         # Shrinking first: a preemptor's pods never start before its victim's are scaled away,
         # nor a deleted actor's or group's quota taken before its pods are.
         await self._stop_leaving(world.leaving)
+        restarted = self._restarted(world)
         for key, group in groups.items():
-            running = set(instances.holding(states[key]))
+            running = set() if key in restarted else set(instances.holding(states[key]))
             await self._stop_instances_but(group, key[0], running, world.group_pods.get(key, []))
+        refresh = {*refresh, *restarted}
         for namespace, actor in world.actors:
             # Every Deployment down to what it may run now, before any status or growth: an
             # actor new to its pool may run more than its status says it holds.
@@ -280,6 +282,21 @@ class AdmissionLoop:
             deadline = recheck if deadline is None else min(deadline, recheck)
         return deadline
 
+    def _restarted(self, world: AdmissionWorld) -> set[Key]:
+        """The groups whose running pods were made for another gang scheduler than theirs now:
+        they restart whole (their objects deleted and applied again in this pass)."""
+        found = set()
+        for namespace, group in world.groups:
+            key = (namespace, str(group.metadata["name"]))
+            wanted = gang_scheduler(group, self._config)
+            if any(p.gang_scheduler != wanted for p in world.group_pods.get(key, [])):
+                _log.info(
+                    "restarted whole",
+                    extra={"object": f"{key[0]}/{key[1]}", "gang_scheduler": wanted},
+                )
+                found.add(key)
+        return found
+
     async def _kueue_pass(
         self,
         world: AdmissionWorld,
@@ -296,12 +313,18 @@ class AdmissionLoop:
         workloads = {} if found is None else found
         missing = None if found is not None else KUEUE_MISSING
         await self._stop_leaving(world.leaving)
+        restarted = self._restarted(world)
+        refresh = {*refresh, *restarted}
         for namespace, group in world.groups:
             key = (namespace, str(group.metadata["name"]))
             seen = ready.get(key, {})
             states = instances.placement(instances.unpooled(group, seen), unplaced.get(key, {}))
             pods = world.group_pods.get(key, [])
-            await self._stop_instances_but(group, namespace, set(states), pods)
+            await self._stop_instances_but(
+                group, namespace, set() if key in restarted else set(states), pods
+            )
+            if key in restarted:
+                pods = []
             shown = instances.placement(
                 _kueue_instances(group, namespace, states, workloads, seen, missing),
                 unplaced.get(key, {}),
