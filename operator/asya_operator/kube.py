@@ -189,6 +189,18 @@ class AdmissionWorld:
 
 
 @dataclasses.dataclass(frozen=True)
+class KueueWorkloads:
+    """Kueue's Workloads, as the operator could read them."""
+
+    items: dict[tuple[str, str], dict[str, Any]] | None
+    """(namespace, name) -> Workload (None: not read)."""
+    served: bool
+    """The cluster serves Workloads (False: Kueue is not installed)."""
+    unreadable: str | None = None
+    """Why they could not be read though served (forbidden, the API failing): unknown."""
+
+
+@dataclasses.dataclass(frozen=True)
 class GangStates:
     """What the gang schedulers' PodGroups say."""
 
@@ -305,9 +317,8 @@ class Kube:
         made for the ActorGroup `namespace/group`."""
         return await self._call(_group_objects, namespace, group)
 
-    async def kueue_workloads(self) -> dict[tuple[str, str], dict[str, Any]] | None:
-        """Kueue's Workloads in the operator's scope by (namespace, name); None where the
-        cluster serves none (Kueue is not installed)."""
+    async def kueue_workloads(self) -> KueueWorkloads:
+        """Kueue's Workloads in the operator's scope."""
         return await self._call(_kueue_workloads, self._namespace)
 
     async def gang_states(self, schedulers: Collection[GangScheduler]) -> GangStates:
@@ -669,16 +680,15 @@ def _list_served(
         return []
 
 
-def _kueue_workloads(
-    api: ApiClient, namespace: str | None
-) -> dict[tuple[str, str], dict[str, Any]] | None:
+def _kueue_workloads(api: ApiClient, namespace: str | None) -> KueueWorkloads:
     try:
         items = _list(api, KINDS["Workload"], namespace)
     except ApiException as exc:
-        if exc.status != 404:
-            raise
-        return None
-    return {(str(i["metadata"]["namespace"]), str(i["metadata"]["name"])): i for i in items}
+        if exc.status == 404:
+            return KueueWorkloads(items=None, served=False)
+        return KueueWorkloads(items=None, served=True, unreadable=f"{exc.status} {exc.reason}")
+    found = {(str(i["metadata"]["namespace"]), str(i["metadata"]["name"])): i for i in items}
+    return KueueWorkloads(items=found, served=True)
 
 
 def _gang_states(

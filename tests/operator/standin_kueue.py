@@ -7,15 +7,19 @@ Kueue's queue label, what the cluster's controllers and Kueue would:
 - **the StatefulSet controller**: a Pod per replica, `{statefulset}-{ordinal}`, with the
   template's labels and annotations; pods beyond the replicas, or of a StatefulSet gone, are
   deleted;
-- **Kueue's pod webhook**: each Pod is created with the scheduling gate
-  `kueue.x-k8s.io/admission` (Kueue gates every pod it manages);
+- **Kueue's pod webhook**: a Pod labelled `kueue.x-k8s.io/managed: "true"` whose parent
+  suspends it (annotation `kueue.x-k8s.io/pod-suspending-parent`) is created with the
+  scheduling gate `kueue.x-k8s.io/admission` and without Kueue's finalizer; any other pod is
+  not Kueue's and runs at once;
 - **Kueue's pod-group reconciler**: once a group's pods (label `kueue.x-k8s.io/pod-group-name`)
   number the annotation `kueue.x-k8s.io/pod-group-total-count`, a Workload of the group's
-  name, owned by its pods, with one pod set; it is admitted whole, in the order Workloads
-  were made, when the GPUs its pods ask for fit in `gpus` less those of the Workloads admitted
-  before (conditions QuotaReserved and Admitted True, `status.admission` assigning
-  `flavor`), else it waits with QuotaReserved False and a message in Kueue's words. A
-  Workload whose pods are all gone is deleted, its GPUs freed;
+  name, owned by its pods, with a pod set per role hash (annotation
+  `kueue.x-k8s.io/role-hash`); it is admitted whole, in the order Workloads were made, when
+  the GPUs its pods ask for fit in `gpus` less those of the Workloads admitted before
+  (conditions QuotaReserved and Admitted True, `status.admission` assigning `flavor` to the
+  pod sets asking for GPUs and `cpu_flavor` to the others), else it waits with QuotaReserved
+  False and a message in Kueue's words. A Workload whose pods are all gone is deleted, its
+  GPUs freed (Kueue's garbage collection by owner);
 - **the kubelet, once admitted**: the gate lifted, the pods Running and Ready, and each
   StatefulSet's `status.readyReplicas` what a kubelet would report.
 
@@ -36,6 +40,9 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 GATE = "kueue.x-k8s.io/admission"
+MANAGED_LABEL = "kueue.x-k8s.io/managed"
+PARENT_ANNOTATION = "kueue.x-k8s.io/pod-suspending-parent"
+ROLE_ANNOTATION = "kueue.x-k8s.io/role-hash"
 GPU = "nvidia.com/gpu"
 
 
@@ -43,12 +50,20 @@ class Kueue:
     """The stand-in; an async context manager. `workloads_made` lists each Workload it made."""
 
     def __init__(
-        self, server: str, namespace: str, *, gpus: int, flavor: str = "gpu", tick_s: float = 0.1
+        self,
+        server: str,
+        namespace: str,
+        *,
+        gpus: int,
+        flavor: str = "gpu",
+        cpu_flavor: str = "cpu",
+        tick_s: float = 0.1,
     ) -> None:
         self._server = server.rstrip("/")
         self._namespace = namespace
         self.gpus = gpus
         self._flavor = flavor
+        self._cpu_flavor = cpu_flavor
         self._tick_s = tick_s
         self._session: aiohttp.ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
@@ -105,9 +120,14 @@ class Kueue:
                         "labels": {**template["metadata"]["labels"], "owner-set": name},
                         "annotations": dict(template["metadata"].get("annotations") or {}),
                     },
-                    "spec": {**template["spec"], "schedulingGates": [{"name": GATE}]},
+                    "spec": dict(template["spec"]),
                     "status": {"phase": "Pending"},
                 }
+                labels, annotations = body["metadata"]["labels"], body["metadata"]["annotations"]
+                if labels.get(MANAGED_LABEL) == "true" and annotations.get(PARENT_ANNOTATION):
+                    body["spec"]["schedulingGates"] = [{"name": GATE}]
+                else:  # not Kueue's: it runs at once
+                    body["status"] = {"phase": "Running"}
                 await self._send("POST", f"/api/v1/namespaces/{ns}/pods", body)
         for pod in pods:
             if (
@@ -146,7 +166,10 @@ class Kueue:
                     },
                     "spec": {
                         "queueName": members[0]["metadata"]["labels"][QUEUE_LABEL],
-                        "podSets": [{"name": "main", "count": total, "template": {}}],
+                        "podSets": [
+                            {"name": role, "count": count, "template": {}}
+                            for role, count in _roles(members).items()
+                        ],
                     },
                 }
                 workloads[name] = await self._send("POST", path, body)
@@ -158,7 +181,11 @@ class Kueue:
             needs = sum(_gpus(p) for p in groups.get(name, ()))
             admitted = _admitted(workload)
             if not admitted and used + needs <= self.gpus:
-                await self._send("PATCH", f"{path}/{name}", _admitted_status(self._flavor, needs))
+                flavors = {
+                    role: self._flavor if gpus else self._cpu_flavor
+                    for role, gpus in _role_gpus(groups.get(name, ())).items()
+                }
+                await self._send("PATCH", f"{path}/{name}", _admitted_status(flavors))
                 admitted = True
             elif not admitted:
                 more = used + needs - self.gpus
@@ -221,12 +248,28 @@ def _gpus(pod: dict[str, Any]) -> int:
     return total
 
 
+def _roles(pods: Any) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for pod in pods:
+        role = pod["metadata"]["annotations"].get(ROLE_ANNOTATION, "main")
+        counts[role] = counts.get(role, 0) + 1
+    return counts
+
+
+def _role_gpus(pods: Any) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for pod in pods:
+        role = pod["metadata"]["annotations"].get(ROLE_ANNOTATION, "main")
+        found[role] = found.get(role, 0) + _gpus(pod)
+    return found
+
+
 def _admitted(workload: dict[str, Any]) -> bool:
     conditions = (workload.get("status") or {}).get("conditions") or ()
     return any(c["type"] == "Admitted" and c["status"] == "True" for c in conditions)
 
 
-def _admitted_status(flavor: str, gpus: int) -> dict[str, Any]:
+def _admitted_status(flavors: dict[str, str]) -> dict[str, Any]:
     return {
         "status": {
             "conditions": [
@@ -246,7 +289,7 @@ def _admitted_status(flavor: str, gpus: int) -> dict[str, Any]:
             "admission": {
                 "clusterQueue": "team-a",
                 "podSetAssignments": [
-                    {"name": "main", "flavors": {GPU: flavor}, "resourceUsage": {GPU: str(gpus)}}
+                    {"name": role, "flavors": {GPU: flavor}} for role, flavor in flavors.items()
                 ],
             },
         }

@@ -75,7 +75,12 @@ async def test_a_gangs_pods_wait_at_kueues_gate_until_kueue_admits_it_whole_then
         meta = statefulset["spec"]["template"]["metadata"]
         assert meta["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
         assert meta["labels"]["kueue.x-k8s.io/pod-group-name"] == "train-0"
+        assert meta["labels"]["kueue.x-k8s.io/managed"] == "true"
         assert meta["annotations"]["kueue.x-k8s.io/pod-group-total-count"] == "3"
+        # A parent suspends them: Kueue's StatefulSet webhook leaves them be, and the pods get
+        # its gate but not its finalizer (a StatefulSet may replace an evicted pod).
+        assert meta["annotations"]["kueue.x-k8s.io/pod-suspending-parent"] == "asya"
+        assert meta["annotations"]["kueue.x-k8s.io/pod-group-serving"] == "true"
         # Not the StatefulSet: Kueue's StatefulSet integration would make a group of each.
         assert "kueue.x-k8s.io/queue-name" not in statefulset["metadata"]["labels"]
     assert workers["spec"]["replicas"] == 2
@@ -103,7 +108,9 @@ async def test_a_gangs_pods_wait_at_kueues_gate_until_kueue_admits_it_whole_then
         "the group Ready once Kueue admitted it and its pods run",
     )
     assert instance(ready, 0)["phase"] == "Ready"
-    assert {m["flavor"] for m in instance(ready, 0)["members"]} == {"gpu"}
+    # A pod set per member (its role hash): each member's flavor as Kueue assigned it.
+    flavors = {m["name"]: m["flavor"] for m in instance(ready, 0)["members"]}
+    assert flavors == {"coordinator": "cpu", "worker": "gpu"}
     assert condition_of(ready, "Admitted")["status"] == "True"
     running = pods_of(world, "train-worker-0") + pods_of(world, "train-coordinator-0")
     assert all(not p["spec"].get("schedulingGates") for p in running)
@@ -121,7 +128,7 @@ def test_with_kueue_admitting_the_operator_watches_kueues_workloads(monkeypatch)
     assert "follow_kueue_workload" not in builtin_ids  # no warning where Kueue is not used
 
 
-async def test_without_kueue_installed_a_gang_waits_saying_so(
+async def test_without_kueue_installed_a_gang_is_degraded_and_runs_nothing_unadmitted(
     world, broker_secret, monkeypatch, run_operator, gang_queues
 ):
     monkeypatch.setenv("ASYA_OPERATOR_ADMISSION", "kueue")  # but no Workload kind is served
@@ -129,10 +136,13 @@ async def test_without_kueue_installed_a_gang_waits_saying_so(
     await world.wait_for_watch("asya.sh/v1alpha1/actorgroups")
     await world.create_group(gang("train", workers=2))
 
-    waiting = await group_becomes(
+    degraded = await group_becomes(
         world,
         "train",
-        lambda g: "Kueue is not installed" in message_of(g),
-        "the group's status says Kueue is missing",
+        lambda g: condition_of(g, "Degraded").get("reason") == "KueueNotInstalled",
+        "the group Degraded: Kueue is missing",
     )
-    assert instance(waiting, 0)["phase"] == "Pending"
+    assert "Kueue is not installed" in condition_of(degraded, "Degraded")["message"]
+    assert "Kueue is not installed" in message_of(degraded)
+    # Nothing would gate its pods: none are made.
+    assert world.cluster.current(STATEFULSETS, world.namespace, "train-worker-0") is None

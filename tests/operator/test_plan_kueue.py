@@ -38,10 +38,12 @@ def workload(*conditions: tuple[str, str, str], flavors: dict[str, str] | None =
     status: dict = {
         "conditions": [{"type": t, "status": s, "message": m} for t, s, m in conditions]
     }
-    if flavors is not None:
+    if flavors is not None:  # a pod set per member: its role hash is the member's name
         status["admission"] = {
             "clusterQueue": "team-b",
-            "podSetAssignments": [{"name": "main", "flavors": flavors}],
+            "podSetAssignments": [
+                {"name": member, "flavors": flavors} for member in ("leader", "worker")
+            ],
         }
     return {"metadata": {"name": "ddp-0"}, "status": status}
 
@@ -59,6 +61,11 @@ def test_every_instance_runs_whole_as_one_kueue_pod_group_in_its_pools_local_que
         assert meta["labels"][GROUP_NAME_LABEL] == "ddp-0"
         assert DNS_SUBDOMAIN.match(meta["labels"][GROUP_NAME_LABEL])  # Kueue's name rule
         assert meta["annotations"][TOTAL_COUNT_ANNOTATION] == "4"
+        assert meta["labels"]["kueue.x-k8s.io/managed"] == "true"
+        assert meta["annotations"]["kueue.x-k8s.io/pod-suspending-parent"] == "asya"
+        assert meta["annotations"]["kueue.x-k8s.io/pod-group-serving"] == "true"
+        member = statefulset["metadata"]["labels"]["asya.sh/member"]
+        assert meta["annotations"]["kueue.x-k8s.io/role-hash"] == member
         assert QUEUE_LABEL not in statefulset["metadata"]["labels"]
 
 
@@ -85,13 +92,16 @@ def test_an_actors_deployment_runs_every_desired_replica_in_its_local_queue():
     assert deployment["metadata"]["labels"][QUEUE_LABEL] == "team-a"
     assert builtin["spec"]["replicas"] == 0  # asya creates no pod only to wait for quota
     assert QUEUE_LABEL not in builtin["metadata"]["labels"]
-    assert without_pool["metadata"]["labels"][QUEUE_LABEL] == "default"
+    # No pool: Kueue's own defaulting (its `default` LocalQueue, where one exists).
+    assert QUEUE_LABEL not in without_pool["metadata"]["labels"]
 
 
 @pytest.mark.parametrize(
     ("found", "ready", "phase", "words"),
     [
         (None, False, GangPhase.PENDING, "waiting for Kueue: no Workload ddp-0 yet"),
+        # Ready with no Workload: Kueue does not manage the namespace, and the status says so.
+        (None, True, GangPhase.READY, "running without Kueue's admission: Kueue made no"),
         (
             workload(("QuotaReserved", "False", "insufficient unused quota for nvidia.com/gpu")),
             False,
@@ -125,7 +135,10 @@ def test_an_instance_is_what_its_workload_says(found, ready, phase, words):
     shown = instance_from_workload(group(), InstanceStatus(instance=0), found, ready=ready)
 
     assert shown.phase is phase
-    if words is None:
+    if phase is GangPhase.READY and words is not None:
+        assert shown.message is not None
+        assert shown.message.startswith(words)
+    elif words is None:
         assert shown.message is None
         assert [(m.name, m.flavor, m.replicas) for m in shown.members or ()] == [
             ("leader", "h100", 1),
@@ -150,8 +163,9 @@ def test_an_actors_workloads_are_those_of_its_own_pods_only():
     mine = owned_by("embed-7d9f8c6b5-xk2lp")
     other = owned_by("embed-large-7d9f8c6b5-xk2lp")  # an actor whose name starts with it
     single = owned_by("embed")
+    finished = owned_by("embed-7d9f8c6b5-ab12c", ("Finished", "True", "pod exited"))
 
-    assert actor_workloads("embed", [mine, other, single]) == [mine]
+    assert actor_workloads("embed", [mine, other, single, finished]) == [mine]
     assert actor_workloads("embed-large", [mine, other, single]) == [other]
 
 

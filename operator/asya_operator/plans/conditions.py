@@ -51,6 +51,7 @@ class Reason(enum.StrEnum):
     INVALID_SPEC = "InvalidSpec"
     POOL_REQUIRED = "PoolRequired"
     GANG_SCHEDULER_MISSING = "GangSchedulerMissing"
+    KUEUE_MISSING = "KueueNotInstalled"
     POOL_READY = "Ready"
     INVALID_QUOTA = "InvalidQuota"
     INVALID_COHORT = "InvalidCohort"

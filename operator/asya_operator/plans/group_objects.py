@@ -118,7 +118,8 @@ def plan_instance(
         offset += count
     gang_meta = _instance_meta(group, namespace, instance)
     if config.admission == "kueue":
-        queue_instance(statefulsets, gang_meta["name"], group.spec.pool)
+        members = [m.name for m in group.spec.members]
+        queue_instance(statefulsets, members, gang_meta["name"], group.spec.pool)
     scheduled = gang_objects(group, gang_meta["name"], gang_meta, statefulsets, config)
     return [_service(group, namespace, instance), *scheduled, *statefulsets]
 

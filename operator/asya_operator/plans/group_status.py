@@ -66,12 +66,14 @@ def find_group_problems(
     actor_names: Collection[str],
     pool_required: bool = False,
     unserved_gang_scheduler: GangScheduler | None = None,
+    kueue_missing: str | None = None,
 ) -> list[Problem]:
     """What `group` needs and lacks: its broker Secret (or a key of it), the flavors its
     members are placed by, member actor names no AsyncActor of the namespace has, with
     `pool_required` (the operator's `require_pool_for_accelerators`) a pool if it asks for GPUs,
-    and the PodGroup kind of its gang scheduler where the cluster does not serve it
-    (`unserved_gang_scheduler`).
+    the PodGroup kind of its gang scheduler where the cluster does not serve it
+    (`unserved_gang_scheduler`), and Kueue where it admits and is not installed
+    (`kueue_missing`: why).
 
     `group` has its effective pool (`pools.with_effective_pool`); `secret_keys` are the
     Secret's keys (None: no such Secret); `actor_names` are the namespace's AsyncActors.
@@ -94,6 +96,8 @@ def find_group_problems(
                 f"ResourceFlavor {flavor} not found: create it or change the member's flavor",
             )
         )
+    if kueue_missing is not None:
+        problems.append(Problem(Reason.KUEUE_MISSING, kueue_missing))
     if unserved_gang_scheduler is not None:
         kind = GANG_KINDS[unserved_gang_scheduler]
         problems.append(

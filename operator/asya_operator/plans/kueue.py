@@ -3,20 +3,26 @@ objects carry for Kueue, and Kueue's decisions read back into asya's statuses.
 
 asya then admits nothing itself: its ResourcePools and Cohorts are not read, and a pool's
 name (an object's own `spec.pool`, else its namespace's `asya.sh/default-pool` label) is the
-name of a Kueue LocalQueue in the object's namespace (unset: `default`, the LocalQueue Kueue
-defaults pods to where it exists). Then:
+name of a Kueue LocalQueue in the object's namespace. Then:
 
 - an AsyncActor's Deployment runs its desired replicas and carries the label
-  `kueue.x-k8s.io/queue-name`: Kueue's Deployment integration makes each pod a workload of its
-  own, held at the scheduling gate `kueue.x-k8s.io/admission` until Kueue admits it (admitted,
-  scaled out and in pod by pod). `actor_admission` counts its admitted pods' Workloads;
-- each desired ActorGroup instance runs its StatefulSets at full size, every member pod
-  carrying the queue label, the label `kueue.x-k8s.io/pod-group-name: {group}-{instance}` and
-  the annotation `kueue.x-k8s.io/pod-group-total-count` (the instance's pod count): Kueue
-  admits the instance's pods together, as one Workload named `{group}-{instance}` (a plain pod
-  group), whole or not at all. The StatefulSets themselves carry no queue label: Kueue's
-  StatefulSet integration would make a group of each member. `instance_from_workload` reads
-  that Workload back.
+  `kueue.x-k8s.io/queue-name` (none without a pool: Kueue's own defaulting puts its pods in the
+  `default` LocalQueue where one exists): Kueue's Deployment integration makes each pod a
+  workload of its own, held at the scheduling gate `kueue.x-k8s.io/admission` until Kueue
+  admits it (admitted, scaled out and in pod by pod). `actor_status.kueue_admission` counts
+  its admitted pods' Workloads;
+- each desired ActorGroup instance runs its StatefulSets at full size, and its member pods are
+  one Kueue pod group, as Kueue's own StatefulSet and LeaderWorkerSet integrations make them:
+  the labels `kueue.x-k8s.io/queue-name`, `kueue.x-k8s.io/pod-group-name: {group}-{instance}`
+  and `kueue.x-k8s.io/managed: "true"`, the annotations `kueue.x-k8s.io/pod-group-total-count`
+  (the instance's pod count), `kueue.x-k8s.io/pod-suspending-parent: asya` (a parent suspends
+  them: Kueue's StatefulSet webhook leaves the StatefulSets alone, and the pods get Kueue's gate
+  but not its finalizer, so a StatefulSet can replace an evicted pod),
+  `kueue.x-k8s.io/pod-group-serving: "true"` (a long-running group: a pod that exits is
+  replaced, not counted as finished) and `kueue.x-k8s.io/role-hash: {member}` (one pod set per
+  member, so Kueue assigns each its flavor). Kueue admits the instance's pods together, as one
+  Workload named `{group}-{instance}`, owned by its pods (it goes with them), whole or not at
+  all. `instance_from_workload` reads that Workload back.
 
 Pure: dicts and typed statuses in and out.
 """
@@ -34,7 +40,13 @@ from asya_operator.api.group import ActorGroup, InstanceStatus, MemberAdmission
 
 QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 POD_GROUP_LABEL: Final = "kueue.x-k8s.io/pod-group-name"
+MANAGED_LABEL: Final = "kueue.x-k8s.io/managed"
 POD_GROUP_TOTAL_ANNOTATION: Final = "kueue.x-k8s.io/pod-group-total-count"
+PARENT_ANNOTATION: Final = "kueue.x-k8s.io/pod-suspending-parent"
+SERVING_ANNOTATION: Final = "kueue.x-k8s.io/pod-group-serving"
+ROLE_HASH_ANNOTATION: Final = "kueue.x-k8s.io/role-hash"
+PARENT: Final = "asya"
+"""What the pods' parent is called to Kueue: any name but its own integrations' ("statefulset")."""
 ADMISSION_GATE: Final = "kueue.x-k8s.io/admission"
 """The scheduling gate Kueue's webhook puts on each pod it manages, and lifts on admission."""
 DEFAULT_LOCAL_QUEUE: Final = "default"
@@ -46,19 +58,33 @@ def local_queue(pool: str | None) -> str:
 
 
 def queue_deployment(deployment: dict[str, Any], pool: str | None) -> None:
-    """Put the actor's Deployment (changed in place) in the LocalQueue of `pool`."""
-    deployment["metadata"].setdefault("labels", {})[QUEUE_LABEL] = local_queue(pool)
+    """Put the actor's Deployment (changed in place) in the LocalQueue of `pool` (none: left
+    to Kueue's defaulting)."""
+    if pool is not None:
+        deployment["metadata"].setdefault("labels", {})[QUEUE_LABEL] = pool
 
 
-def queue_instance(statefulsets: Sequence[dict[str, Any]], name: str, pool: str | None) -> None:
+def queue_instance(
+    statefulsets: Sequence[dict[str, Any]], members: Sequence[str], name: str, pool: str | None
+) -> None:
     """Make one Kueue pod group, `name`, of an instance's member pods (the `statefulsets`'
-    templates, changed in place)."""
+    templates, one per member of `members`, changed in place)."""
     total = sum(int(s["spec"]["replicas"]) for s in statefulsets)
-    for statefulset in statefulsets:
+    for statefulset, member in zip(statefulsets, members, strict=True):
         meta = statefulset["spec"]["template"]["metadata"]
-        meta["labels"][QUEUE_LABEL] = local_queue(pool)
-        meta["labels"][POD_GROUP_LABEL] = name
-        meta.setdefault("annotations", {})[POD_GROUP_TOTAL_ANNOTATION] = str(total)
+        meta["labels"] |= {
+            QUEUE_LABEL: local_queue(pool),
+            POD_GROUP_LABEL: name,
+            MANAGED_LABEL: "true",
+        }
+        meta.setdefault("annotations", {}).update(
+            {
+                POD_GROUP_TOTAL_ANNOTATION: str(total),
+                PARENT_ANNOTATION: PARENT,
+                SERVING_ANNOTATION: "true",
+                ROLE_HASH_ANNOTATION: member,
+            }
+        )
 
 
 def conditions_of(workload: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -83,15 +109,22 @@ def waiting_words(workload: Mapping[str, Any]) -> str:
     return "waiting for Kueue to admit it"
 
 
-def flavors_of(workload: Mapping[str, Any]) -> list[str]:
-    """The flavors Kueue assigned the Workload's pod sets, in order, once each."""
+def flavors_of(workload: Mapping[str, Any], pod_set: str | None = None) -> list[str]:
+    """The flavors Kueue assigned the Workload's pod sets (or the one named `pod_set`), in
+    order, once each."""
     admission = (workload.get("status") or {}).get("admission") or {}
     found: list[str] = []
     for assignment in admission.get("podSetAssignments") or ():
+        if pod_set is not None and assignment.get("name") != pod_set:
+            continue
         for flavor in (assignment.get("flavors") or {}).values():
             if flavor not in found:
                 found.append(str(flavor))
     return found
+
+
+def is_finished(workload: Mapping[str, Any]) -> bool:
+    return conditions_of(workload).get("Finished", {}).get("status") == "True"
 
 
 def instance_from_workload(
@@ -101,6 +134,12 @@ def instance_from_workload(
     yet): admitted (WaitingForReady, or Ready once every pod is), else Pending with Kueue's
     words; the flavor its quota is in where Kueue assigned one."""
     name = f"{group.metadata['name']}-{instance.instance}"
+    if workload is None and ready:
+        message = (
+            f"running without Kueue's admission: Kueue made no Workload {name}, so it does not"
+            " manage this namespace's pods (its managedJobsNamespaceSelector)"
+        )
+        return msgspec.structs.replace(instance, phase=GangPhase.READY, message=message)
     if workload is None:
         message = (
             f"waiting for Kueue: no Workload {name} yet (Kueue makes it once all the"
@@ -113,10 +152,11 @@ def instance_from_workload(
         return msgspec.structs.replace(
             instance, phase=GangPhase.PENDING, members=None, message=waiting_words(workload)
         )
-    flavors = flavors_of(workload)
-    flavor = ", ".join(flavors) if flavors else None
     members = [
-        MemberAdmission(name=m.name, flavor=flavor, replicas=m.replicas) for m in group.spec.members
+        MemberAdmission(
+            name=m.name, flavor=", ".join(flavors_of(workload, m.name)) or None, replicas=m.replicas
+        )
+        for m in group.spec.members
     ]
     phase = GangPhase.READY if ready else GangPhase.WAITING_FOR_READY
     return msgspec.structs.replace(instance, phase=phase, members=members, message=None)
@@ -129,6 +169,8 @@ def actor_workloads(actor: str, workloads: Sequence[Mapping[str, Any]]) -> list[
     pattern = re.compile(rf"^{re.escape(actor)}-[a-z0-9]+-[a-z0-9]+$")
     found = []
     for workload in workloads:
+        if is_finished(workload):
+            continue
         owners = (workload.get("metadata") or {}).get("ownerReferences") or ()
         if any(o.get("kind") == "Pod" and pattern.match(str(o.get("name"))) for o in owners):
             found.append(workload)

@@ -310,8 +310,10 @@ class AdmissionLoop:
         StatefulSets at full size (their pods gated by Kueue until it admits the instance's
         pod group), and each group's and pooled actor's status says what Kueue decided."""
         found = await self._kube.kueue_workloads()
-        workloads = {} if found is None else found
-        missing = None if found is not None else KUEUE_MISSING
+        workloads = found.items or {}
+        missing = None if found.served else KUEUE_MISSING
+        if found.unreadable is not None:  # unknown this pass: statuses stay as they are
+            _log.warning("Kueue's Workloads not read", extra={"error": found.unreadable})
         await self._stop_leaving(world.leaving)
         restarted = self._restarted(world)
         refresh = {*refresh, *restarted}
@@ -320,15 +322,20 @@ class AdmissionLoop:
             seen = ready.get(key, {})
             states = instances.placement(instances.unpooled(group, seen), unplaced.get(key, {}))
             pods = world.group_pods.get(key, [])
+            # Without Kueue nothing would gate the pods: none run, rather than run unadmitted.
+            stopping = key in restarted or missing is not None
             await self._stop_instances_but(
-                group, namespace, set() if key in restarted else set(states), pods
+                group, namespace, set() if stopping else set(states), pods
             )
-            if key in restarted:
+            if stopping:
                 pods = []
-            shown = instances.placement(
-                _kueue_instances(group, namespace, states, workloads, seen, missing),
-                unplaced.get(key, {}),
-            )
+            if found.unreadable is not None:
+                shown = known_instances(group)
+            else:
+                shown = instances.placement(
+                    _kueue_instances(group, namespace, states, workloads, seen, missing),
+                    unplaced.get(key, {}),
+                )
             flavor_of = {m.name: m.template.flavor for m in group.spec.members}
             applied: dict[int, dict[str, MemberHold]] = {}
             for p in pods:
@@ -346,9 +353,10 @@ class AdmissionLoop:
                 unserved,
                 shown=shown,
                 applied=applied,
+                kueue_missing=missing,
             )
         at = datetime.fromtimestamp(now, UTC)
-        for namespace, actor in world.actors:
+        for namespace, actor in [] if found.unreadable is not None else world.actors:
             name = actor_name(actor)
             mine = kueue.actor_workloads(
                 name, [w for (ns, _n), w in workloads.items() if ns == namespace]
@@ -503,6 +511,7 @@ class AdmissionLoop:
         *,
         shown: Mapping[int, InstanceStatus] | None = None,
         applied: Mapping[int, Mapping[str, MemberHold]] | None = None,
+        kueue_missing: str | None = None,
     ) -> bool:
         """Apply the running instances' objects if what runs changed (or the group is to be
         refreshed: its spec changed), and write the status if it says something new. A group
@@ -528,6 +537,7 @@ class AdmissionLoop:
             actor_names=await self._kube.actor_names(namespace),
             pool_required=self._config.require_pool_for_accelerators,
             unserved_gang_scheduler=unserved_gang_scheduler,
+            kueue_missing=kueue_missing,
         )
         if not problems and ((namespace, name) in refresh or running != before):
             await self._kube.apply(plan_group(group, namespace, running, flavors, self._config))
