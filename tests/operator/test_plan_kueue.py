@@ -189,3 +189,22 @@ def test_an_actors_admission_counts_its_admitted_pods_and_says_why_the_rest_wait
         ).message
         is None
     )
+
+
+def test_with_kueue_admitting_an_actor_gated_in_part_is_scaling_up_not_down():
+    from datetime import UTC, datetime
+
+    from asya_operator.plans.actor_status import plan_status
+
+    # Kueue admitted 2 of the 3 replicas the Deployment runs; the third waits at its gate.
+    actor = async_actor("embed", pool="team-a", replicas=3, status={"admittedReplicas": 2})
+    deployment = {"replicas": 3, "readyReplicas": 2}
+    now = datetime(2026, 11, 26, tzinfo=UTC)
+
+    kueue = plan_status(actor, deployment, [], observed_generation=None, now=now, quota=False)
+    builtin = plan_status(actor, deployment, [], observed_generation=None, now=now)
+
+    scaling = {c.type: c for c in kueue.status.conditions or ()}["Scaling"]
+    # The gated one is on its way up, not one too many.
+    assert (scaling.reason, scaling.message) == ("ScalingUp", "2 ready, 3 wanted")
+    assert {c.type: c for c in builtin.status.conditions or ()}["Scaling"].reason == "ScalingDown"

@@ -116,6 +116,7 @@ def plan_status(
     *,
     observed_generation: int | None,
     now: datetime,
+    quota: bool = True,
 ) -> StatusPatch[AsyncActorStatus]:
     """The AsyncActor's status, from its Deployment's `status` (None: no Deployment yet).
 
@@ -130,8 +131,9 @@ def plan_status(
     observed = deployment_status or {}
     replicas = int(observed.get("replicas", 0))
     ready = int(observed.get("readyReplicas", 0))
-    # With a pool, what runs is what is admitted; the admission conditions say the rest.
-    desired = running_replicas(actor)
+    # With a pool, what runs is what is admitted; the admission conditions say the rest. With
+    # Kueue admitting (`quota` False), every desired replica runs, some gated until admitted.
+    desired = running_replicas(actor, quota=quota)
     generation = generation_of(actor.metadata)
     known = actor.status.conditions if actor.status else None
     condition = conditions_at(now, known, Condition, generation=generation)
@@ -295,6 +297,7 @@ def status_seen_since(
     problems: Sequence[Problem],
     *,
     now: datetime,
+    quota: bool = True,
 ) -> StatusPatch[AsyncActorStatus]:
     """The actor's status as anyone but its reconcile writes it: the generation observed stays
     the one the reconcile applied (objects and queues), not one it has yet to see, so `Ready`
@@ -305,6 +308,7 @@ def status_seen_since(
         [*problems, *kept_problems(actor)],
         observed_generation=observed_generation(actor),
         now=now,
+        quota=quota,
     )
 
 

@@ -275,7 +275,12 @@ class ActorReconciler:
         def build(current: AsyncActor) -> StatusPatch[AsyncActorStatus]:
             now = datetime.now(UTC)
             return plan_status(
-                current, deployment_status, [], observed_generation=generation, now=now
+                current,
+                deployment_status,
+                [],
+                observed_generation=generation,
+                now=now,
+                quota=self._config.admission == "builtin",
             )
 
         await self._write_status(namespace, actor_name(actor), build)
@@ -290,7 +295,13 @@ class ActorReconciler:
         """Write the actor's status as seen now, its observed generation left as it is."""
 
         def build(current: AsyncActor) -> StatusPatch[AsyncActorStatus]:
-            return status_seen_since(current, deployment_status, problems, now=datetime.now(UTC))
+            return status_seen_since(
+                current,
+                deployment_status,
+                problems,
+                now=datetime.now(UTC),
+                quota=self._config.admission == "builtin",
+            )
 
         await self._write_status(namespace, name, build)
 
