@@ -197,3 +197,15 @@ def test_a_group_without_a_pool_runs_every_instance_whole_and_is_never_evicted()
     ]
     assert [(m.name, m.replicas) for m in states[1].members or ()] == [("worker", 4)]
     assert next_deadline(free, states) is None
+
+
+def test_an_instance_admitted_on_accelerators_it_does_not_ask_for_says_so_in_its_event():
+    states, _changes = before_pass(group(), {}, T0)
+    fallback = "coordinator: on h100: pod set coordinator may use only flavor h100"
+
+    _after, changes = after_pass(
+        states, {0: InstanceAdmission(WHOLE, accelerator_fallback=fallback)}, T0
+    )
+
+    [admitted] = changes
+    assert admitted.message.endswith(f"; no accelerator asked for, {fallback}")

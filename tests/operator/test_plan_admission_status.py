@@ -144,3 +144,22 @@ def test_a_status_that_says_what_the_actor_already_says_is_no_change():
 
     assert status.changed(pooled(replicas=2).status)
     assert not plan_admission_status(actor, admission, now=LATER).changed(actor.status)
+
+
+def test_replicas_that_ask_for_no_accelerator_on_a_flavor_that_has_them_say_so():
+    fallback = "on h100: pool team-a has no flavor without accelerators"
+    admission = ActorAdmission(
+        admitted=2,
+        flavor="h100",
+        borrowing=False,
+        message=None,
+        preempted_by=None,
+        accelerator_fallback=fallback,
+    )
+
+    status = plan_admission_status(pooled(replicas=2), admission, now=NOW).document()
+
+    assert by_type(status)["QuotaReserved"]["message"] == (
+        "2 replicas hold quota in flavor h100 of pool team-a, though they ask for no"
+        f" accelerator ({fallback})"
+    )

@@ -253,6 +253,9 @@ def plan_admission_status(
     if admitted > 0:
         borrowed = f", borrowing from pool {pool}'s cohort" if admission.borrowing else ""
         held = f"{admitted} replicas hold quota in flavor {admission.flavor} of pool {pool}"
+        if admission.accelerator_fallback is not None:
+            # Replicas asking for no accelerator on a flavor that has them: said, not hidden.
+            held += f", though they ask for no accelerator ({admission.accelerator_fallback})"
         reserved = condition("QuotaReserved", Reason.QUOTA_RESERVED, held + borrowed, is_true=True)
     else:
         reserved = condition("QuotaReserved", Reason.PENDING, waiting, is_true=False)

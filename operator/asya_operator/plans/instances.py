@@ -240,7 +240,9 @@ def after_pass(
             state = readiness.on_admitted(_state(instance), now)
             where = ", ".join(f"{m.name}: {m.replicas} in {m.flavor}" for m in members)
             borrowed = ", borrowing from its cohort" if decision.borrowing else ""
-            message = f"admitted whole ({where}){borrowed}"
+            fallback = decision.accelerator_fallback
+            fell_back = "" if fallback is None else f"; no accelerator asked for, {fallback}"
+            message = f"admitted whole ({where}){borrowed}{fell_back}"
             out[index] = _with_state(
                 instance, state, members=members, message=None, preempted_by=None
             )
