@@ -133,3 +133,31 @@ def test_a_scenario_the_engine_refuses_exits_2_with_its_reason(capsys, tmp_path)
     assert err.startswith(
         "asya-operator plan: the admission scenario of these files: cohorts form a loop"
     )
+
+
+def test_an_elastic_actor_that_waits_says_what_one_replica_needs_first(capsys, tmp_path):
+    actor = """\
+    apiVersion: asya.sh/v1alpha1
+    kind: AsyncActor
+    metadata: {name: big}
+    spec:
+      image: registry.example.com/app:1
+      handler: app.text:normalize
+      pool: team-a
+      resources: {gpus: 3}
+      scaling: {minReplicas: 1, maxReplicas: 4}
+    """
+    path = write(tmp_path, POOL.format(name="team-a", cohort="eng") + "---\n" + actor)
+
+    _code, out, _ = plan(capsys, path)
+
+    decided = yaml.safe_load(
+        "\n".join(line[2:] for line in out[out.index("# admitted:") :].splitlines())
+    )
+    [waiting] = decided["pending"]
+    # On the cluster each replica is admitted alone: the engine's 12 is all four together.
+    assert waiting["message"] == (
+        "one replica needs 3 nvidia.com/gpu (up to 4 replicas); for all of them: insufficient"
+        " quota for nvidia.com/gpu in flavor h100: needs 12, more than pool team-a can ever"
+        " have (2)"
+    )

@@ -29,7 +29,7 @@ from typing import Any, Final
 import yaml
 
 from asya.admission import model
-from asya.admission.quantity import Milli
+from asya.admission.quantity import Milli, format_quantity
 from asya.admission.scheduler import SimulationResult, result_as_dict
 from asya.errors import AdmissionError
 from asya_operator.api.group import ActorGroup, GroupMember, desired_instances, known_instances
@@ -256,8 +256,11 @@ def decisions(snapshot: Snapshot, result: SimulationResult) -> dict[str, Any]:
         {"workload": p["workload"], "kind": kinds[p["workload"]]} | p
         for p in simulated["preempted"]
     ]
+    workloads = {w.name: w for w in snapshot.scenario.workloads}
     pending = [
-        {"workload": p["workload"], "kind": kinds[p["workload"]], "pool": pools[p["workload"]]} | p
+        {"workload": p["workload"], "kind": kinds[p["workload"]], "pool": pools[p["workload"]]}
+        | p
+        | _per_replica(workloads[p["workload"]], p, kinds[p["workload"]])
         for p in simulated["pending"]
     ]
     decided = simulated | {"admitted": admitted, "preempted": preempted, "pending": pending}
@@ -271,6 +274,18 @@ def decisions(snapshot: Snapshot, result: SimulationResult) -> dict[str, Any]:
             for o in snapshot.outside_quota
         ]
     return decided
+
+
+def _per_replica(workload: model.Workload, pending: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """An elastic AsyncActor's waiting message with what one replica asks for first: the
+    engine's numbers are its whole range's (every replica up to maxReplicas), while on the
+    cluster each replica is admitted alone (as its status says: "one more replica needs")."""
+    if kind != "AsyncActor" or not pending.get("message"):
+        return {}
+    (pod_set,) = workload.pod_sets
+    each = ", ".join(f"{format_quantity(v)} {r}" for r, v in sorted(pod_set.requests.items()))
+    words = f"one replica needs {each or 'nothing'} (up to {pod_set.count} replicas)"
+    return {"message": f"{words}; for all of them: {pending['message']}"}
 
 
 class _OneLine(dict[str, Any]):
