@@ -146,3 +146,14 @@ async def test_without_kueue_installed_a_gang_is_degraded_and_runs_nothing_unadm
     assert "Kueue is not installed" in message_of(degraded)
     # Nothing would gate its pods: none are made.
     assert world.cluster.current(STATEFULSETS, world.namespace, "train-worker-0") is None
+
+
+def test_only_workloads_of_pods_wake_the_admission_loop():
+    from asya_operator.handlers import groups as handlers
+
+    of_pods = {"metadata": {"ownerReferences": [{"kind": "Pod", "name": "train-worker-0-0"}]}}
+    of_a_job = {"metadata": {"ownerReferences": [{"kind": "Job", "name": "nightly"}]}}
+
+    assert handlers._of_pods(body=of_pods)
+    assert not handlers._of_pods(body=of_a_job)
+    assert not handlers._of_pods(body={"metadata": {}})

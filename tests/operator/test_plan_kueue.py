@@ -208,3 +208,19 @@ def test_with_kueue_admitting_an_actor_gated_in_part_is_scaling_up_not_down():
     # The gated one is on its way up, not one too many.
     assert (scaling.reason, scaling.message) == ("ScalingUp", "2 ready, 3 wanted")
     assert {c.type: c for c in builtin.status.conditions or ()}["Scaling"].reason == "ScalingDown"
+
+
+def test_a_long_actor_names_pods_are_still_its_own():
+    from asya_operator.plans.kueue import is_actor_pod
+
+    actor = "a" * 50  # its ReplicaSet `{actor}-{hash}-` is cut to 58 before the suffix
+    pod = (f"{actor}-7d9f8c6b5d-")[:58] + "xk2lp"
+    longest = "b" * 60
+    its_pod = longest[:58] + "qz81m"
+
+    assert len(pod) == 63
+    assert is_actor_pod(actor, pod)
+    assert not is_actor_pod("a" * 49, pod)  # one shorter: a dash would follow its name
+    assert is_actor_pod(longest, its_pod)
+    assert is_actor_pod("embed", "embed-7d9f8c6b5-xk2lp")
+    assert not is_actor_pod("embed", "embed-large-7d9f8c6b5-xk2lp")

@@ -75,6 +75,7 @@ class GroupHandlers:
                 workloads.group,
                 workloads.version,
                 workloads.plural,
+                when=_of_pods,
                 registry=registry,
                 id="follow_kueue_workload",
             )(self.follow_workload)
@@ -124,6 +125,13 @@ class GroupHandlers:
     async def follow_secret(self, **_: Any) -> None:
         """A broker Secret a group names appeared, changed or went: the pass reports it."""
         self._admission.request()
+
+
+def _of_pods(body: kopf.Body, **_: Any) -> bool:
+    """A Kueue Workload of pods (plain pods and pod groups, as asya's are), not of a Job or
+    another framework's object: only those can be an actor's or a gang's."""
+    owners = body.get("metadata", {}).get("ownerReferences") or ()
+    return any(owner.get("kind") == "Pod" for owner in owners)
 
 
 def _is_used(*, namespace: str | None, name: str, **kwargs: Any) -> bool:

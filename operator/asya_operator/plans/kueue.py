@@ -163,15 +163,30 @@ def instance_from_workload(
 
 
 def actor_workloads(actor: str, workloads: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The Workloads Kueue made for the pods of the actor's Deployment (each owned by its pod,
-    named `{actor}-{pod-template-hash}-{suffix}`: the hash and suffix have no dash, so another
-    actor whose name starts with this one's never matches)."""
-    pattern = re.compile(rf"^{re.escape(actor)}-[a-z0-9]+-[a-z0-9]+$")
+    """The Workloads Kueue made for the pods of the actor's Deployment, not finished (each owned
+    by its pod, named `{actor}-{pod-template-hash}-{suffix}`: the hash and suffix have no dash,
+    so another actor whose name starts with this one's never matches; where that is longer than
+    63 characters, Kubernetes cuts the ReplicaSet's part to 58 and appends the suffix)."""
     found = []
     for workload in workloads:
         if is_finished(workload):
             continue
         owners = (workload.get("metadata") or {}).get("ownerReferences") or ()
-        if any(o.get("kind") == "Pod" and pattern.match(str(o.get("name"))) for o in owners):
+        if any(o.get("kind") == "Pod" and is_actor_pod(actor, str(o.get("name"))) for o in owners):
             found.append(workload)
     return found
+
+
+def is_actor_pod(actor: str, pod: str) -> bool:
+    """Whether `pod` is a name the actor's Deployment gives its pods."""
+    if re.fullmatch(rf"{re.escape(actor)}-[a-z0-9]+-[a-z0-9]+", pod):
+        return True
+    # Cut: `({actor}-{hash}-)[:58]` and 5 characters, so no dash after the actor's name (or, for
+    # a name of 58 or more, the name's first 58 characters and 5).
+    cut = f"{actor}-"[:_GENERATED_BASE]
+    return len(pod) == _GENERATED_BASE + 5 and pod.startswith(cut) and "-" not in pod[len(cut) :]
+
+
+_GENERATED_BASE: Final = 58
+"""What Kubernetes keeps of a `generateName` (a ReplicaSet's name and a dash) before the five
+random characters it appends."""
