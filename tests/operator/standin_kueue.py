@@ -1,12 +1,15 @@
 """A test-only Kueue: pod groups admitted by their labels against a count of GPUs.
 
 Test-only: part of the cluster stand-in, never shipped. kmock's emulator runs no controllers,
-so each tick (`tick_s`) this does, for the namespaces' StatefulSets whose pod template carries
-Kueue's queue label, what the cluster's controllers and Kueue would:
+so each tick (`tick_s`) this does, for the namespace's StatefulSets whose pod template carries
+Kueue's queue label and Deployments that carry it themselves, what the cluster's controllers
+and Kueue would:
 
-- **the StatefulSet controller**: a Pod per replica, `{statefulset}-{ordinal}`, with the
-  template's labels and annotations; pods beyond the replicas, or of a StatefulSet gone, are
-  deleted;
+- **the StatefulSet and Deployment controllers**: a Pod per replica, `{statefulset}-{ordinal}`
+  or `{deployment}-{hash}-{suffix}`, with the template's labels and annotations; pods beyond
+  the replicas, or of an owner gone, are deleted;
+- **Kueue's Deployment integration**: each pod of a Deployment in a queue is gated and is a
+  Workload of its own, `pod-{pod}-0a1b2`, owned by it (a plain pod);
 - **Kueue's pod webhook**: a Pod labelled `kueue.x-k8s.io/managed: "true"` whose parent
   suspends it (annotation `kueue.x-k8s.io/pod-suspending-parent`) is created with the
   scheduling gate `kueue.x-k8s.io/admission` and without Kueue's finalizer; any other pod is
@@ -40,6 +43,8 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 GATE = "kueue.x-k8s.io/admission"
+OWN_WORKLOAD = "standin.test/workload"
+"""The stand-in's own note, on a Deployment's pod, of the Workload it made for that pod."""
 MANAGED_LABEL = "kueue.x-k8s.io/managed"
 PARENT_ANNOTATION = "kueue.x-k8s.io/pod-suspending-parent"
 ROLE_ANNOTATION = "kueue.x-k8s.io/role-hash"
@@ -95,6 +100,12 @@ class Kueue:
             for s in sets
             if QUEUE_LABEL in (s["spec"]["template"]["metadata"].get("labels") or {})
         }
+        deployments = (await self._get(f"/apis/apps/v1/namespaces/{ns}/deployments"))["items"]
+        queued |= {
+            d["metadata"]["name"]: d
+            for d in deployments
+            if QUEUE_LABEL in (d["metadata"].get("labels") or {})
+        }
         pods = (await self._get(f"/api/v1/namespaces/{ns}/pods"))["items"]
         await self._sync_pods(queued, pods)
         pods = (await self._get(f"/api/v1/namespaces/{ns}/pods"))["items"]
@@ -104,10 +115,11 @@ class Kueue:
         ns = self._namespace
         have = {p["metadata"]["name"] for p in pods}
         wanted: set[str] = set()
-        for name, statefulset in queued.items():
-            template = statefulset["spec"]["template"]
-            for ordinal in range(int(statefulset["spec"]["replicas"])):
-                pod = f"{name}-{ordinal}"
+        for name, owner in queued.items():
+            template = owner["spec"]["template"]
+            plain = owner["kind"] == "Deployment"
+            for ordinal in range(int(owner["spec"]["replicas"])):
+                pod = f"{name}-6d4cf56db6-{ordinal:05d}" if plain else f"{name}-{ordinal}"
                 wanted.add(pod)
                 if pod in have:
                     continue
@@ -124,7 +136,11 @@ class Kueue:
                     "status": {"phase": "Pending"},
                 }
                 labels, annotations = body["metadata"]["labels"], body["metadata"]["annotations"]
-                if labels.get(MANAGED_LABEL) == "true" and annotations.get(PARENT_ANNOTATION):
+                if plain:  # Kueue's Deployment webhook marks the template: a pod of its own
+                    labels[QUEUE_LABEL] = owner["metadata"]["labels"][QUEUE_LABEL]
+                    labels[OWN_WORKLOAD] = f"pod-{pod}-0a1b2"  # the stand-in's bookkeeping
+                    body["spec"]["schedulingGates"] = [{"name": GATE}]
+                elif labels.get(MANAGED_LABEL) == "true" and annotations.get(PARENT_ANNOTATION):
                     body["spec"]["schedulingGates"] = [{"name": GATE}]
                 else:  # not Kueue's: it runs at once
                     body["status"] = {"phase": "Running"}
@@ -142,7 +158,8 @@ class Kueue:
         ns = self._namespace
         groups: dict[str, list[dict[str, Any]]] = {}
         for pod in pods:
-            group = (pod["metadata"].get("labels") or {}).get(GROUP_LABEL)
+            labels = pod["metadata"].get("labels") or {}
+            group = labels.get(GROUP_LABEL) or labels.get(OWN_WORKLOAD)
             if group is not None:
                 groups.setdefault(group, []).append(pod)
         path = f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/workloads"
@@ -151,7 +168,7 @@ class Kueue:
             await self._send("DELETE", f"{path}/{name}")
             workloads.pop(name)
         for name, members in sorted(groups.items()):
-            total = int(members[0]["metadata"]["annotations"][TOTAL_ANNOTATION])
+            total = int(members[0]["metadata"]["annotations"].get(TOTAL_ANNOTATION, "1"))
             if name not in workloads and len(members) == total:
                 body = {
                     "apiVersion": "kueue.x-k8s.io/v1beta2",
@@ -218,9 +235,25 @@ class Kueue:
             )
             started.add(pod["metadata"]["labels"]["owner-set"])
         for name in started:
-            replicas = int(queued[name]["spec"]["replicas"]) if name in queued else 0
-            ready = {"status": {"replicas": replicas, "readyReplicas": replicas}}
-            await self._send("PATCH", f"/apis/apps/v1/namespaces/{ns}/statefulsets/{name}", ready)
+            owner = queued.get(name)
+            if owner is None:
+                continue
+            if owner["kind"] == "Deployment":  # ready: the pods admitted so far
+                listing = await self._get(f"/api/v1/namespaces/{ns}/pods")
+                running = [
+                    p
+                    for p in listing["items"]
+                    if p["metadata"]["labels"].get("owner-set") == name
+                    and p["status"].get("phase") == "Running"
+                ]
+                replicas = int(owner["spec"]["replicas"])
+                ready = {"status": {"replicas": replicas, "readyReplicas": len(running)}}
+                path = f"/apis/apps/v1/namespaces/{ns}/deployments/{name}"
+            else:
+                replicas = int(owner["spec"]["replicas"])
+                ready = {"status": {"replicas": replicas, "readyReplicas": replicas}}
+                path = f"/apis/apps/v1/namespaces/{ns}/statefulsets/{name}"
+            await self._send("PATCH", path, ready)
 
     async def _get(self, path: str) -> dict[str, Any]:
         return await self._send("GET", path)

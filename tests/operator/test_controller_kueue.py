@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from tests.operator.controller_world import STATEFULSETS, condition_of, operator_registry
+from tests.operator.controller_world import (
+    ACTORS,
+    DEPLOYMENTS,
+    STATEFULSETS,
+    async_actor,
+    condition_of,
+    operator_registry,
+)
 from tests.operator.emulator import register_crd
 from tests.operator.standin_kueue import GATE, Kueue
 from tests.operator.test_controller_gangs import gang, group_becomes, instance
@@ -157,3 +164,37 @@ def test_only_workloads_of_pods_wake_the_admission_loop():
     assert handlers._of_pods(body=of_pods)
     assert not handlers._of_pods(body=of_a_job)
     assert not handlers._of_pods(body={"metadata": {}})
+
+
+async def test_an_actors_replicas_are_admitted_by_kueue_pod_by_pod_and_its_status_counts_them(
+    world, kueue_admits, broker_secret, kueue, operator, queues
+):
+    kueue.gpus = 2  # room for two of its three replicas
+    actor = async_actor("embed", pool="team-a", replicas=3, resources={"gpus": 1})
+    await world.create_actor(actor)
+
+    deployment = await world.wait_exists(DEPLOYMENTS, "embed")
+    assert deployment["spec"]["replicas"] == 3  # every desired pod exists, gated by Kueue
+    assert deployment["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+
+    two = await world.wait_for(
+        ACTORS,
+        "embed",
+        lambda a: (a or {}).get("status", {}).get("admittedReplicas") == 2,
+        "two replicas admitted by Kueue, read back",
+    )
+    admitted = condition_of(two, "Admitted")
+    assert admitted["status"] == "False"
+    assert admitted["message"].startswith("2 of 3 replicas admitted by Kueue; waiting for Kueue:")
+    assert two["status"]["admittedFlavor"] == "gpu"
+    gated = [p for p in pods_of(world, "embed") if p["spec"].get("schedulingGates")]
+    assert len(gated) == 1
+
+    kueue.gpus = 3
+
+    await world.wait_for(
+        ACTORS,
+        "embed",
+        lambda a: condition_of(a or {}, "Admitted").get("status") == "True",
+        "all three admitted once Kueue has room",
+    )
