@@ -178,3 +178,31 @@ async def test_an_actor_naming_a_missing_pool_runs_nothing_and_says_why(
 
     assert "pool no-such-pool does not exist" in condition_of(actor, "Admitted")["message"]
     assert actor["status"]["admittedReplicas"] == 0
+
+
+async def test_an_actor_that_leaves_its_pool_gives_its_quota_back_at_once(
+    world, broker_secret, operator, queues, quota
+):
+    create, _patch = quota
+    await create("resourcepools", pool_body(2))
+    await world.create_actor(gpu_actor("text", replicas=2))
+    await admitted_become(world, "text", 2)
+
+    await world.patch_actor("text", {"spec": {"pool": None}})
+
+    # A pass frees what it held (nothing else would start one), and its status says so.
+    async with asyncio.timeout(WAIT_S):
+        pool = await world.cluster.wait_for(
+            POOLS,
+            None,
+            "team-a",
+            lambda p: ((p or {}).get("status") or {}).get("admittedWorkloads") == 0,
+        )
+    assert pool["status"]["flavorsUsage"][0]["resources"][0]["usage"] == "0"
+    left = await world.wait_for(
+        ACTORS,
+        "text",
+        lambda a: a is not None and "admittedReplicas" not in (a.get("status") or {}),
+        "its admitted count dropped",
+    )
+    assert "admittedFlavor" not in left["status"]

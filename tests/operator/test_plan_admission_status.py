@@ -163,3 +163,22 @@ def test_replicas_that_ask_for_no_accelerator_on_a_flavor_that_has_them_say_so()
         "2 replicas hold quota in flavor h100 of pool team-a, though they ask for no"
         f" accelerator ({fallback})"
     )
+
+
+def test_an_actor_that_left_its_pool_drops_what_it_held_there():
+    left = async_actor(replicas=2, status={"admittedReplicas": 2, "admittedFlavor": "gpu"})
+
+    status = plan_status(
+        left, {"replicas": 2, "readyReplicas": 2}, [], observed_generation=None, now=NOW
+    )
+    pooled_status = plan_status(
+        pooled(replicas=2, admitted=2, flavor="gpu"),
+        {"replicas": 2, "readyReplicas": 2},
+        [],
+        observed_generation=None,
+        now=NOW,
+    )
+
+    document = status.document()
+    assert (document["admittedReplicas"], document["admittedFlavor"]) == (None, None)
+    assert "admittedReplicas" not in pooled_status.document()  # the pass's alone

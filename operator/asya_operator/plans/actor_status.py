@@ -180,6 +180,9 @@ def plan_status(
         observed_generation=observed_generation,
     )
     owned = _OBSERVED if observed_generation is None else _OBSERVED | {"observed_generation"}
+    if actor.spec.pool is None and actor.status is not None and actor.status.admitted_replicas:
+        # It left its pool: what it held there is no longer its (left unset: cleared).
+        owned = owned | {"admitted_replicas", "admitted_flavor"}
     return StatusPatch.of(status, owned)
 
 

@@ -102,6 +102,10 @@ class ActorReconciler:
 
     async def _apply(self, actor: AsyncActor, namespace: str, logger: kopf.Logger) -> None:
         recheck_s = self._config.recheck_s
+        if actor.spec.pool is None and actor.status is not None and actor.status.admitted_replicas:
+            # It left its pool: a pass gives what it held there to others (its status, written
+            # below, drops the admitted count).
+            await self._settle()
         if self._under_quota(actor):
             # The pass writes this actor's admitted replicas; plan from what it wrote.
             await self._settle()
