@@ -75,6 +75,11 @@ class Kind:
     namespaced: bool
 
 
+def _pod_group_key(group: str) -> str:
+    """A gang scheduler's PodGroup's key in `KINDS`: the kind name alone is in three groups."""
+    return f"PodGroup.{group}"
+
+
 KINDS: Final[dict[str, Kind]] = {
     "AsyncActor": Kind(GROUP, VERSION, "asyncactors", namespaced=True),
     "ActorGroup": Kind(GROUP, VERSION, "actorgroups", namespaced=True),
@@ -88,7 +93,7 @@ KINDS: Final[dict[str, Kind]] = {
     "Service": Kind("", "v1", "services", namespaced=True),
     "Workload": Kind("kueue.x-k8s.io", "v1beta2", "workloads", namespaced=True),
     **{
-        f"PodGroup.{gang.group}": Kind(gang.group, gang.version, gang.plural, namespaced=True)
+        _pod_group_key(gang.group): Kind(gang.group, gang.version, gang.plural, namespaced=True)
         for gang in GANG_KINDS.values()
     },
 }
@@ -96,7 +101,7 @@ KINDS: Final[dict[str, Kind]] = {
 name in three API groups) as `PodGroup.{group}`."""
 
 GANG_KEYS: Final[dict[GangScheduler, str]] = {
-    scheduler: f"PodGroup.{gang.group}" for scheduler, gang in GANG_KINDS.items()
+    scheduler: _pod_group_key(gang.group) for scheduler, gang in GANG_KINDS.items()
 }
 """Each gang scheduler's PodGroup, as its key in `KINDS`."""
 _GANG_KINDS: Final = frozenset(KINDS[key] for key in GANG_KEYS.values())
@@ -526,7 +531,7 @@ def kind_key(body: Mapping[str, Any]) -> str:
     """The key in `KINDS` of an object body: its kind, qualified by its API group where the
     kind name alone is ambiguous (PodGroup)."""
     if body["kind"] == "PodGroup":
-        return f"PodGroup.{str(body['apiVersion']).split('/')[0]}"
+        return _pod_group_key(str(body["apiVersion"]).split("/")[0])
     return str(body["kind"])
 
 

@@ -195,8 +195,8 @@ async def test_a_pod_group_changing_asks_for_an_admission_pass():
 
     handlers = GroupHandlers(groups=None, admission=Loop())  # type: ignore[arg-type]
 
-    await handlers.follow_pod_group(event={"type": "MODIFIED", "object": {}})
-    await handlers.follow_pod_group(event={"type": "DELETED", "object": {}})
+    await handlers.follow_gang_object(event={"type": "MODIFIED", "object": {}})
+    await handlers.follow_gang_object(event={"type": "DELETED", "object": {}})
 
     assert asked == ["pass"]  # a PodGroup deleted is the pass's own doing: nothing to report
 

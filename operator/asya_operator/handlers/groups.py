@@ -58,7 +58,7 @@ class GroupHandlers:
             labels=_OUR_GROUP_OBJECTS,
             registry=registry,
             id="follow_statefulset",
-        )(self.follow_statefulset)
+        )(self.follow_gang_object)
         for scheduler, key in GANG_KEYS.items():
             kind = KINDS[key]
             kopf.on.event(
@@ -68,7 +68,7 @@ class GroupHandlers:
                 labels=_OUR_GROUP_OBJECTS,
                 registry=registry,
                 id=f"follow_{scheduler}_pod_group",
-            )(self.follow_pod_group)
+            )(self.follow_gang_object)
         if self._kueue:
             workloads = KINDS["Workload"]
             kopf.on.event(
@@ -101,13 +101,10 @@ class GroupHandlers:
         """Free the group's quota, stop its pods, delete its members' queues."""
         await self._groups.release(body, _namespaced(namespace), retry, logger)
 
-    async def follow_statefulset(self, *, event: kopf.RawEvent, **_: Any) -> None:
-        """A gang's pods became ready or not: the pass steps its instances' readiness."""
-        if event["type"] != "DELETED":
-            self._admission.request()
-
-    async def follow_pod_group(self, *, event: kopf.RawEvent, **_: Any) -> None:
-        """A gang scheduler said something of an instance: the pass writes it in its status."""
+    async def follow_gang_object(self, *, event: kopf.RawEvent, **_: Any) -> None:
+        """A gang's StatefulSet (its pods became ready or not: the pass steps the instances'
+        readiness) or its scheduler's PodGroup (the scheduler said something of the instance:
+        the pass writes it in the status) changed. One deleted is the pass's own doing."""
         if event["type"] != "DELETED":
             self._admission.request()
 

@@ -180,10 +180,19 @@ def plan_status(
         observed_generation=observed_generation,
     )
     owned = _OBSERVED if observed_generation is None else _OBSERVED | {"observed_generation"}
-    if actor.spec.pool is None and actor.status is not None and actor.status.admitted_replicas:
-        # It left its pool: what it held there is no longer its (left unset: cleared).
+    if left_its_pool(actor):  # what it held there is no longer its (left unset: cleared)
         owned = owned | {"admitted_replicas", "admitted_flavor"}
     return StatusPatch.of(status, owned)
+
+
+def left_its_pool(actor: AsyncActor) -> bool:
+    """Whether the actor has no pool (its own or its namespace's) and its status still holds
+    replicas admitted in one."""
+    return (
+        actor.spec.pool is None
+        and actor.status is not None
+        and bool(actor.status.admitted_replicas)
+    )
 
 
 def observed_generation(actor: AsyncActor) -> int | None:

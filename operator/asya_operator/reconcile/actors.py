@@ -52,6 +52,7 @@ from asya_operator.plans.actor_objects import end_actor_owners, plan_actor, plan
 from asya_operator.plans.actor_status import (
     broker_unreachable,
     find_problems,
+    left_its_pool,
     newly_degraded,
     plan_refused_status,
     plan_status,
@@ -102,9 +103,9 @@ class ActorReconciler:
 
     async def _apply(self, actor: AsyncActor, namespace: str, logger: kopf.Logger) -> None:
         recheck_s = self._config.recheck_s
-        if actor.spec.pool is None and actor.status is not None and actor.status.admitted_replicas:
-            # It left its pool: a pass gives what it held there to others (its status, written
-            # below, drops the admitted count).
+        if left_its_pool(actor):
+            # A pass gives what it held there to others (its status, written below, drops the
+            # admitted count).
             await self._settle()
         if self._under_quota(actor):
             # The pass writes this actor's admitted replicas; plan from what it wrote.

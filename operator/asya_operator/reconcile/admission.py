@@ -271,8 +271,7 @@ class AdmissionLoop:
             # Events first: whoever sees the new status finds them posted.
             await self._report(group, changes[key])
             seen = ready.get(key, {})
-            scheduler = gang_scheduler(group, self._config)
-            unserved = None if scheduler in gangs.served or scheduler == "none" else scheduler
+            unserved = self._unserved_gang_scheduler(group, gangs.served)
             lacking |= await self._sync_group(
                 group, key[0], states[key], seen, world.nodes, now, refresh, unserved
             )
@@ -281,6 +280,13 @@ class AdmissionLoop:
             recheck = now + self._config.recheck_s
             deadline = recheck if deadline is None else min(deadline, recheck)
         return deadline
+
+    def _unserved_gang_scheduler(
+        self, group: ActorGroup, served: Collection[GangScheduler]
+    ) -> GangScheduler | None:
+        """The group's gang scheduler where the cluster serves no PodGroups of it (else None)."""
+        scheduler = gang_scheduler(group, self._config)
+        return None if scheduler in served or scheduler == "none" else scheduler
 
     def _restarted(self, world: AdmissionWorld) -> set[Key]:
         """The groups whose running pods were made for another gang scheduler than theirs now:
@@ -340,8 +346,7 @@ class AdmissionLoop:
             applied: dict[int, dict[str, MemberHold]] = {}
             for p in pods:
                 applied.setdefault(p.instance, {})[p.member] = (flavor_of.get(p.member), p.replicas)
-            scheduler = gang_scheduler(group, self._config)
-            unserved = None if scheduler in served or scheduler == "none" else scheduler
+            unserved = self._unserved_gang_scheduler(group, served)
             await self._sync_group(
                 group,
                 namespace,
