@@ -44,6 +44,7 @@ class Config:
     queue_types: tuple[str, ...]
     hops: int
     inflight: int
+    rounds: int
     plan: Plan
     batching: BatchPlan | None
     utilisation: UtilisationPlan | None
@@ -160,6 +161,16 @@ def parser() -> argparse.ArgumentParser:
         default=16,
         metavar="N",
         help="messages each hop holds and works on at once: prefetch and concurrency (16)",
+    )
+    p.add_argument(
+        "--rounds",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="run every contender N times, in turn, each round starting one contender later"
+        " than the last (so none always runs first or last); ratios are per round, and the"
+        " median and range over the rounds are reported: this machine's noise between two"
+        " runs of one contender is often larger than the difference measured (1)",
     )
     p.add_argument(
         "--count",
@@ -287,6 +298,7 @@ def config_from(args: argparse.Namespace) -> Config:
         queue_types=args.queue_types,
         hops=args.hops,
         inflight=args.inflight,
+        rounds=args.rounds,
         plan=Plan(
             count=args.count,
             warmup=args.warmup,
@@ -341,15 +353,15 @@ class _Runner:
     def broker_pid(self) -> int | None:
         return self._broker_pid
 
-    def setup(self, name: str, queue_type: str) -> Setup:
-        workdir = self._logs / f"{queue_type}-{name}"
-        workdir.mkdir()
+    def setup(self, name: str, queue_type: str, round_: int = 0) -> Setup:
+        workdir = self._logs / f"{queue_type}-{name}" / str(round_)
+        workdir.mkdir(parents=True)
         return Setup(
             url=self._config.url,
             hops=self._config.hops,
             inflight=self._config.inflight,
             queue_type=queue_type,
-            prefix=f"bench-{self._token}-{queue_type[0]}-{name}",
+            prefix=f"bench-{self._token}-{queue_type[0]}{round_}-{name}",
             workdir=workdir,
         )
 
@@ -397,9 +409,13 @@ async def run(config: Config) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="asya-bench-") as logs:
             runner = _Runner(config, connection, Path(logs))
             for queue_type in config.queue_types:
-                for name in chosen:
-                    contender = contenders.make(name, runner.setup(name, queue_type))
-                    runs.append(await runner.one(contender, config.plan, queue_type))
+                for round_ in range(config.rounds):
+                    for name in rotated(chosen, round_):
+                        setup = runner.setup(name, queue_type, round_)
+                        run_ = await runner.one(
+                            contenders.make(name, setup), config.plan, queue_type
+                        )
+                        runs.append({**run_, "round": round_} if config.rounds > 1 else run_)
             if config.batching is not None:
                 for queue_type in config.queue_types:
                     batching[queue_type] = await runner.batching(config.batching, queue_type)
@@ -414,9 +430,16 @@ async def run(config: Config) -> dict[str, Any]:
         "skipped": skipped,
         "runs": runs,
         "ratios": report.ratios(runs),
+        **({"ratio_rounds": report.ratio_rounds(runs)} if config.rounds > 1 else {}),
         "batching": batching,
         "utilisation": utilisation,
     }
+
+
+def rotated(names: Sequence[str], round_: int) -> list[str]:
+    """`names` starting at the `round_`-th (modulo their count): each round starts one later."""
+    shift = round_ % len(names) if names else 0
+    return [*names[shift:], *names[:shift]]
 
 
 def _settings(config: Config) -> dict[str, Any]:
@@ -425,6 +448,7 @@ def _settings(config: Config) -> dict[str, Any]:
         "queue_types": list(config.queue_types),
         "hops": config.hops,
         "inflight_per_hop": config.inflight,
+        "rounds": config.rounds,
         "payload_bytes": config.plan.payload_bytes,
         "saturation_messages": config.plan.count,
         "warmup_messages": config.plan.warmup,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -26,22 +27,32 @@ def progress(measured: dict[str, Any]) -> str:
 
 
 def ratios(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Throughput of each asya contender over each other contender, per queue type."""
-    by_type: dict[str, dict[str, float]] = {}
+    """Throughput of each asya contender over each other contender, per queue type: over
+    several rounds (`--rounds`), the median of the rounds' ratios."""
+    return {
+        queue_type: {pair: round(statistics.median(values), 3) for pair, values in pairs.items()}
+        for queue_type, pairs in ratio_rounds(runs).items()
+    }
+
+
+def ratio_rounds(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
+    """Each round's ratios, per queue type and pair: a ratio divides two runs of one round only
+    (a run without a "round" is of round 0), and a pair is left out of a round where either
+    side failed."""
+    by_round: dict[tuple[str, int], dict[str, float]] = {}
     for run in runs:
         if "saturation" in run:
-            by_type.setdefault(run["queue_type"], {})[run["contender"]] = run["saturation"]["per_s"]
-    found: dict[str, dict[str, float]] = {}
-    for queue_type, rates in by_type.items():
-        pairs = {
-            f"{mine} / {other}": round(rates[mine] / rates[other], 3)
-            for mine in ASYA
-            if mine in rates
-            for other in _compared_with(mine)
-            if other in rates
-        }
-        if pairs:
-            found[queue_type] = pairs
+            rates = by_round.setdefault((run["queue_type"], run.get("round", 0)), {})
+            rates[run["contender"]] = run["saturation"]["per_s"]
+    found: dict[str, dict[str, list[float]]] = {}
+    for (queue_type, _), rates in sorted(by_round.items()):
+        for mine in ASYA:
+            for other in _compared_with(mine):
+                if mine in rates and other in rates:
+                    pairs = found.setdefault(queue_type, {})
+                    pairs.setdefault(f"{mine} / {other}", []).append(
+                        round(rates[mine] / rates[other], 3)
+                    )
     return found
 
 
@@ -66,10 +77,19 @@ def table(results: dict[str, Any]) -> str:
     ]
     if results["runs"]:
         lines += _throughput(results["runs"], settings["light_rates_per_s"])
-        lines += ["", "ratios of throughput (same queue type, same run):"]
+        rounds = results.get("ratio_rounds")
+        lines += [
+            "",
+            "ratios of throughput (same queue type, same run)"
+            + (f": median of {settings['rounds']} rounds (range)" if rounds else ":"),
+        ]
         for queue_type, pairs in results["ratios"].items():
             lines.append(
-                f"  {queue_type:8} " + "   ".join(f"{k} {v:.2f}" for k, v in pairs.items())
+                f"  {queue_type:8} "
+                + "   ".join(
+                    f"{k} {v:.2f}" + (_range(rounds[queue_type][k]) if rounds else "")
+                    for k, v in pairs.items()
+                )
             )
         lines += ["", "CPU ms per message at saturation, by role; peak RSS MiB:"]
         lines += _resources(results["runs"])
@@ -86,13 +106,18 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _range(values: Sequence[float]) -> str:
+    return f" ({min(values):.2f} to {max(values):.2f})"
+
+
 def _throughput(runs: Iterable[dict[str, Any]], rates: Sequence[float]) -> list[str]:
     header = f"{'queue':8} {'contender':14} {'msgs/s':>8}"
     for rate in rates:
         header += f" {f'p50@{rate:g}/s':>11} {f'p99@{rate:g}/s':>11}"
     lines = [header + "  (latency ms, end to end)"]
     for run in runs:
-        row = f"{run['queue_type']:8} {run['contender']:14}"
+        name = run["contender"] + (f" #{run['round'] + 1}" if "round" in run else "")
+        row = f"{run['queue_type']:8} {name:14}"
         if "error" in run:
             lines.append(row + " FAILED: " + run["error"].splitlines()[0])
             continue

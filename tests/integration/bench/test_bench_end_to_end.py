@@ -18,7 +18,7 @@ ARGS = (
     "--contenders", "asya-serve,raw-aio-pika", "--queue-types", "quorum",
     "--count", "30", "--warmup", "5", "--rates", "100", "--light-count", "10",
     "--batch-sizes", "1,4", "--batch-rounds", "2", "--batch-fixed-ms", "1",
-    "--batch-item-ms", "0.1", "--timeout", "30",
+    "--batch-item-ms", "0.1", "--timeout", "30", "--rounds", "2",
 )  # fmt: skip
 
 EXACTLY_ONCE = {"failed": 0, "missing": 0, "duplicates": 0, "unreadable": 0}
@@ -54,8 +54,17 @@ async def test_every_message_arrives_exactly_once_and_the_results_have_their_sha
 
     assert code == 0, progress
     results = json.loads(output.read_text())
-    runs = {(r["queue_type"], r["contender"]): r for r in results["runs"]}
-    assert list(runs) == [("quorum", "asya-serve"), ("quorum", "raw-aio-pika")]
+    order = [(r["queue_type"], r["contender"], r["round"]) for r in results["runs"]]
+    # The second round starts one contender later.
+    assert order == [
+        ("quorum", "asya-serve", 0),
+        ("quorum", "raw-aio-pika", 0),
+        ("quorum", "raw-aio-pika", 1),
+        ("quorum", "asya-serve", 1),
+    ]
+    runs = {(r["queue_type"], r["contender"]): r for r in results["runs"] if r["round"] == 0}
+    assert len(results["ratio_rounds"]["quorum"]["asya-serve / raw-aio-pika"]) == 2
+    assert results["settings"]["rounds"] == 2
     for run in runs.values():
         assert run["delivery"] == {"sent": 45, "arrived": 45, **EXACTLY_ONCE}, run
         assert run["stopped_by_sigkill"] == []
@@ -76,4 +85,6 @@ async def test_every_message_arrives_exactly_once_and_the_results_have_their_sha
     assert results["machine"]["cpus"] == os.cpu_count()
     assert results["versions"]["aio-pika"] is not None
     assert "asya-serve / raw-aio-pika" in table
+    assert "median of 2 rounds" in table
+    assert "asya-serve #2" in table
     assert "quorum asya-serve: starting" in progress
