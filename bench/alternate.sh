@@ -46,8 +46,10 @@ for directory in sys.argv[2:]:
     runs = [json.loads(p.read_text())["runs"][0] for p in sorted(results.glob(f"{sha}-*.json"))]
     rates = [r["saturation"]["per_s"] for r in runs]
     cpu = lambda role: statistics.median(r["cpu_ms_per_message"][role] for r in runs)
-    p50 = statistics.median(r["light"][0]["p50_ms"] for r in runs)
+    # No light rate when BENCH_ARGS has --rates '': no latency to show.
+    light = [r["light"][0]["p50_ms"] for r in runs if r["light"]]
+    p50 = f"{statistics.median(light):14.2f}" if light else f"{'-':>14}"
     print(f"{sha:9} {len(runs):4}  {statistics.median(rates):6.0f} ({min(rates):.0f}-{max(rates):.0f})"
-          f"{p50:14.2f}   {cpu('sidecar'):.3f} {cpu('runtime'):.3f} {cpu('runtime-worker'):.3f}"
+          f"{p50}   {cpu('sidecar'):.3f} {cpu('runtime'):.3f} {cpu('runtime-worker'):.3f}"
           f" {cpu('broker'):.3f}")
 EOF
