@@ -1,5 +1,7 @@
 """The GitHub Actions workflows: valid against GitHub's workflow schema (check-jsonschema, which
-ships a copy of it), linted by actionlint where it is installed, and doing what the repository
+ships a copy of it), audited by zizmor (offline: every action pinned to a commit, no credentials
+left in the checkout, no template injection), linted by actionlint where it is installed, and
+doing what the repository
 needs of them (release: every image for amd64 and arm64 under the names the charts pull; e2e:
 the kind script on every push; ci: .ci/run). None of them can run here; these checks are what
 can be known about them without GitHub."""
@@ -100,15 +102,59 @@ def test_actionlint_finds_nothing():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_every_action_is_a_release_not_a_branch():
+def _zizmor() -> str:
+    found = shutil.which("zizmor", path=str(Path(sys.executable).parent))
+    assert found is not None, "zizmor is in the dev extra: pip install -e '.[dev]'"
+    return found
+
+
+def _audit(*paths: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [_zizmor(), "--offline", "--no-progress", "--format", "plain", *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+
+
+def test_zizmor_finds_nothing():
+    done = _audit(WORKFLOWS)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_zizmor_refuses_an_action_pinned_to_a_tag_and_a_checkout_that_keeps_its_token(tmp_path):
+    risky = tmp_path / ".github" / "workflows" / "risky.yml"
+    risky.parent.mkdir(parents=True)
+    risky.write_text(
+        "on: push\npermissions: {}\njobs:\n  build:\n    runs-on: ubuntu-latest\n"
+        "    steps:\n      - uses: docker/login-action@v4\n      - uses: actions/checkout@"
+        "fbc6f3992d24b796d5a048ff273f7fcc4a7b6c09  # v5.1.0\n"
+    )
+
+    done = _audit(risky)
+
+    assert done.returncode != 0
+    assert "unpinned-uses" in done.stdout
+    assert "artipacked" in done.stdout
+
+
+def test_every_action_is_pinned_to_a_commit_with_its_release_beside_it():
     paths = sorted(WORKFLOWS.glob("*.yml"))
 
     assert {p.name for p in paths} >= {"ci.yml", "e2e.yml", "release.yml"}
     for path in paths:
-        workflow = _workflow(path.name)
-        for step in _steps(workflow):
-            if "uses" in step:
-                assert re.fullmatch(r"[\w.-]+/[\w.-]+@v\d+", step["uses"]), (path.name, step)
+        uses = [
+            line.strip()
+            for line in path.read_text(encoding="utf-8").splitlines()
+            if re.match(r"\s*(- )?uses:", line)
+        ]
+        assert uses, path.name
+        for line in uses:
+            pinned = r"(- )?uses: [\w.-]+/[\w.-]+@[0-9a-f]{40}  # v\d+\.\d+\.\d+"
+            assert re.fullmatch(pinned, line), (path.name, line)
 
 
 def test_a_version_tag_builds_and_pushes_every_image_for_amd64_and_arm64():
