@@ -8,7 +8,7 @@ as the sidecar meets it:
 - Its frames are defined here as protocol 2 encoded them (the Structs of asya/runtime/frames.py,
   envelope.py, outcome.py and retry.py at 0909f4a), not imported from today's code: a change
   there that a protocol-2 runtime could not read, or that would misread what it sends, fails
-  the tests that use this runtime. tests/unit/runtime/test_protocol2_runtime.py holds these
+  the tests that use this runtime. tests/unit/runtime/test_protocol_window.py holds these
   definitions to bytes that runtime sent (recorded from a checkout of 0909f4a).
 - Its behaviour on the socket: every call runs as its own task and waits for a free slot (its
   supervisor waited for a free worker); a frame it does not know, such as a Drain, fails to
