@@ -235,7 +235,26 @@ POD_FIELDS = {
         {"name": "dshm", "mountPath": "/dev/shm"},
         {"name": "weights", "mountPath": "/models", "readOnly": True, "subPath": "llama-3"},
     ],
-    "affinity": {"nodeAffinity": {"anything": ["core", "allows"]}},
+    "affinity": {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+                ]
+            }
+        },
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 50,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {"app": "score"}},
+                    },
+                }
+            ]
+        },
+    },
     "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}],
     "nodeSelector": {"disk": "nvme"},
     "podLabels": {"team": "ml", "app.kubernetes.io/version": "3"},

@@ -115,6 +115,39 @@ def plan_file(capsys, tmp_path, text):
             ACTOR.replace("  name: score\n", "  name: score\n  namespace: Team_A\n"),
             ["AsyncActor score", "metadata.namespace 'Team_A' is not a namespace name"],
         ),
+        (
+            ACTOR + "  affinity:\n    nodeAffinty: {}\n",
+            [
+                "AsyncActor score",
+                "spec.affinity.nodeAffinty (did you mean spec.affinity.nodeAffinity?)",
+            ],
+        ),
+        (
+            ACTOR
+            + "  affinity:\n    nodeAffinity:\n"
+            + "      requiredDuringSchedulingIgnoredDuringExecution:\n"
+            + "        nodeSelectorTerms:\n          - matchExpressions:\n"
+            + "              - {key: gpu, operator: Is, values: [h100]}\n",
+            ["AsyncActor score", "operator", "Is"],
+        ),
+        (
+            ACTOR
+            + "  volumes:\n    - {name: shm, emptyDir: {medum: Memory}}\n"
+            + "  volumeMounts:\n    - {name: shm, mountPath: /dev/shm}\n",
+            ["spec.volumes[0].emptyDir.medum (did you mean spec.volumes[0].emptyDir.medium?)"],
+        ),
+        (
+            ACTOR + "  volumes:\n    - {name: shm, emptyDir: {medium: Memory, sizeLimit: 1GB}}\n",
+            ["AsyncActor score", "sizeLimit"],
+        ),
+        (
+            GROUP.replace(
+                "replicas: 1, template: {",
+                "replicas: 1, template: {affinity: {podAfinity: {}}, ",
+                1,
+            ),
+            ["ActorGroup ddp", "podAfinity (did you mean", "podAffinity"],
+        ),
     ],
     ids=[
         "min-above-max",
@@ -128,6 +161,11 @@ def plan_file(capsys, tmp_path, text):
         "a-group-member-twice",
         "an-object-name-with-capitals",
         "a-namespace-name-with-capitals",
+        "a-misspelt-affinity",
+        "a-node-selector-operator-core-does-not-have",
+        "a-misspelt-empty-dir-field",
+        "an-empty-dir-size-that-is-no-quantity",
+        "a-misspelt-affinity-in-a-group-member",
     ],
 )
 def test_a_cr_the_api_server_would_refuse_exits_2_naming_the_object_the_field_and_the_fix(

@@ -22,6 +22,15 @@ import msgspec
 
 from asya.actor import ActorOptions
 from asya.settings import RuntimeSettings
+from asya_operator.api.pod_core import (
+    QUANTITY_PATTERN,
+    Affinity,
+    ConfigMapVolumeSource,
+    EmptyDirVolumeSource,
+    HostPathVolumeSource,
+    PersistentVolumeClaimVolumeSource,
+    SecretVolumeSource,
+)
 
 GROUP: Final = "asya.sh"
 """API group of asya's custom resources."""
@@ -46,11 +55,6 @@ HANDLER_PATTERN: Final = (
 )
 """`module:attr` as `ASYA_HANDLER` takes it (dotted module, dotted attribute)."""
 
-QUANTITY_PATTERN: Final = (
-    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
-    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
-)
-"""A Kubernetes resource quantity (`500m`, `2`, `16Gi`), as the core API's own schema has it."""
 
 DNS_SUBDOMAIN_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 """A Kubernetes object name (DNS-1123 subdomain), such as a ResourceFlavor's or a Secret's."""
@@ -355,8 +359,10 @@ _Source = Annotated[
 
 
 class Volume(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """A volume of the actor's pods (core Volume): a name and one source, each source's fields
-    as core has them (the API server checks them when it takes the Deployment or StatefulSet)."""
+    """A volume of the actor's pods (core Volume): a name and one source. The common sources
+    are typed as core has them (`asya_operator.api.pod_core`: a misspelt field is refused with
+    the CR); the others are free-form, checked by the API server with the Deployment or
+    StatefulSet."""
 
     name: Annotated[
         str, doc("The volume's name, which `volumeMounts` refer to.", min_length=1, max_length=63)
@@ -366,10 +372,13 @@ class Volume(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     azure_file: _Source = None
     cephfs: _Source = None
     cinder: _Source = None
-    config_map: _Source = None
+    config_map: Annotated[ConfigMapVolumeSource | None, doc("A ConfigMap's keys as files.")] = None
     csi: _Source = None
     downward_api: _Source = msgspec.field(default=None, name="downwardAPI")
-    empty_dir: _Source = None
+    empty_dir: Annotated[
+        EmptyDirVolumeSource | None,
+        doc("A directory as long-lived as the pod (medium Memory: the /dev/shm recipe)."),
+    ] = None
     ephemeral: _Source = None
     fc: _Source = None
     flex_volume: _Source = None
@@ -377,18 +386,20 @@ class Volume(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     gce_persistent_disk: _Source = None
     git_repo: _Source = None
     glusterfs: _Source = None
-    host_path: _Source = None
+    host_path: Annotated[HostPathVolumeSource | None, doc("A path on the node.")] = None
     image: _Source = None
     iscsi: _Source = None
     nfs: _Source = None
-    persistent_volume_claim: _Source = None
+    persistent_volume_claim: Annotated[
+        PersistentVolumeClaimVolumeSource | None, doc("A PersistentVolumeClaim's volume.")
+    ] = None
     photon_persistent_disk: _Source = None
     portworx_volume: _Source = None
     projected: _Source = None
     quobyte: _Source = None
     rbd: _Source = None
     scale_io: _Source = msgspec.field(default=None, name="scaleIO")
-    secret: _Source = None
+    secret: Annotated[SecretVolumeSource | None, doc("A Secret's keys as files.")] = None
     storageos: _Source = None
     vsphere_volume: _Source = None
 
@@ -586,7 +597,7 @@ class ActorTemplate(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         doc("Where `volumes` appear in the runtime container."),
     ] = None
     affinity: Annotated[
-        dict[str, Any] | None,
+        Affinity | None,
         doc("The pods' affinity (node, pod and pod anti-affinity), as core Affinity."),
     ] = None
     tolerations: Annotated[

@@ -342,7 +342,7 @@ def placement(
     if template is not None:
         selector |= template.node_selector or {}
         if template.affinity:
-            found["affinity"] = dict(template.affinity)
+            found["affinity"] = msgspec.to_builtins(template.affinity)
     if flavor is not None:
         spec = flavor.spec
         selector |= spec.node_labels or {}
