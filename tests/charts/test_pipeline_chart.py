@@ -274,6 +274,16 @@ BAD_VALUES = {
         pipeline(actors={"normalize": {**ACTOR, "podLabels": {"team": "m l"}}}),
         "/actors/normalize/podLabels/team",
     ),
+    "a misspelt affinity field": (
+        pipeline(actors={"normalize": {**ACTOR, "affinity": {"nodeAffinty": {}}}}),
+        "'nodeAffinty' not allowed",
+    ),
+    "a misspelt emptyDir field": (
+        pipeline(
+            actors={"normalize": {**ACTOR, "volumes": [{"name": "v", "emptyDir": {"medum": ""}}]}}
+        ),
+        "'medum' not allowed",
+    ),
     "a misspelt volume source": (
         pipeline(actors={"normalize": {**ACTOR, "volumes": [{"name": "v", "emptyDirr": {}}]}}),
         "'emptyDirr' not allowed",
