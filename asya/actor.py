@@ -377,6 +377,7 @@ def _inspect_target(obj: Any, name: str) -> tuple[bool, Callable[..., Any], int]
                 actor=name,
             )
         _require_no_arg_init(obj, name)
+        _require_no_arg_close(obj, name)
         skip = 1
     elif callable(obj) and (inspect.isfunction(obj) or inspect.ismethod(obj)):
         func = obj
@@ -396,6 +397,26 @@ def _require_no_arg_init(cls: type, name: str) -> None:
         raise ActorDefinitionError(
             f"@actor '{name}': {cls.__qualname__}() must be constructible without arguments"
             f" (it requires {', '.join(required)}); read configuration inside __init__",
+            actor=name,
+        )
+
+
+def _require_no_arg_close(cls: type, name: str) -> None:
+    close = getattr(cls, "close", None)
+    if close is None:
+        return
+    if not inspect.isfunction(close):
+        raise ActorDefinitionError(
+            f"@actor '{name}': {cls.__qualname__}.close must be a method, close(self), which"
+            " asya calls once when the worker stops",
+            actor=name,
+        )
+    params = list(inspect.signature(close).parameters.values())[1:]
+    required = [p.name for p in params if p.default is p.empty and p.kind in _POSITIONAL_OR_KW]
+    if required:
+        raise ActorDefinitionError(
+            f"@actor '{name}': {cls.__qualname__}.close() is called with no arguments when the"
+            f" worker stops (it requires {', '.join(required)})",
             actor=name,
         )
 

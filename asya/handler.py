@@ -1,7 +1,8 @@
 """Calling conventions: turn any kind of actor into one async `invoke(envelopes) -> outcomes`.
 
 The single place where user code is called. It adapts sync and async functions, generators
-(fan-out), classes (instantiated once per worker) and batch handlers (list in, list out, with
+(fan-out), classes (instantiated once per worker, and closed once when the worker stops, if
+they have a `close()`) and batch handlers (list in, list out, with
 one `Context` per payload); it builds the contexts and reads each one's route and headers back
 per output, converts typed payloads at the edge (`asya.payload_types`), enforces the actor's
 timeout, and turns whatever happened into an `Outcome`. Sync code runs on daemon threads: a
@@ -17,6 +18,7 @@ import asyncio
 import collections
 import concurrent.futures
 import importlib
+import inspect
 import logging
 import queue
 import threading
@@ -201,8 +203,37 @@ class LocalInvoker:
         self._gate.close()
 
     async def aclose(self) -> None:
+        """Start no more calls; a class actor's `close()`, if it has one, runs now (once)."""
         self._gate.close()
+        instance, self._func = (self._func if self.spec.is_class else None), None
+        if instance is not None:
+            await self._close(instance)
         self._threads.close()
+
+    async def _close(self, instance: Any) -> None:
+        """Call `instance.close()` (sync on a thread, or awaited), bounded by the actor's
+        timeout; what it raises, or a timeout, is logged: the worker stops all the same."""
+        close = getattr(instance, "close", None)
+        if not callable(close):
+            return
+        name, limit_s = self.spec.name, self.spec.timeout_s
+        try:
+            if inspect.iscoroutinefunction(close):
+                await asyncio.wait_for(close(), limit_s)
+            else:
+                future = self._threads.submit(close)
+                try:
+                    await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), limit_s)
+                except TimeoutError:
+                    self._threads.abandon(future)
+                    raise
+        except TimeoutError:
+            log.warning(
+                "close() ran past the actor's timeout; the worker stops without it",
+                extra={"actor": name, "timeout_s": limit_s},
+            )
+        except Exception:
+            log.exception("close() raised; the worker stops all the same", extra={"actor": name})
 
     async def invoke(self, envelopes: Sequence[Envelope]) -> list[Outcome]:
         await self.start()
