@@ -22,6 +22,7 @@ from asya_operator import metrics
 from asya_operator.config import OperatorConfig
 from asya_operator.handlers.actors import ActorHandlers
 from asya_operator.handlers.groups import GroupHandlers
+from asya_operator.handlers.namespaces import NamespaceHandlers
 from asya_operator.kube import Kube
 from asya_operator.reconcile.actors import ActorReconciler
 from asya_operator.reconcile.admission import AdmissionLoop
@@ -72,6 +73,7 @@ def build(
     kopf.on.cleanup(registry=registry, id="stop_health")(operator.stop)
     ActorHandlers(actors, admission).register(registry)
     GroupHandlers(groups, admission, kueue=config.admission == "kueue").register(registry)
+    NamespaceHandlers(actors, admission).register(registry)
     return operator
 
 

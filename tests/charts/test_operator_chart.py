@@ -142,6 +142,8 @@ NEEDED = (
         ("asya.sh", "cohorts", "list"),
         ("asya.sh", "cohorts", "watch"),
         ("", "namespaces", "get"),
+        ("", "namespaces", "list"),
+        ("", "namespaces", "watch"),
         ("", "nodes", "list"),
         ("apps", "deployments", "create"),
         ("apps", "deployments", "patch"),

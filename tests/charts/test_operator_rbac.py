@@ -4,10 +4,13 @@
 What the operator calls, read from its code: kopf watches AsyncActors, ActorGroups, their
 Deployments and StatefulSets and Secrets in the namespaces it serves (`asya-operator run
 --namespace`), and always ResourcePools, Cohorts (cluster-scoped), CRDs and namespaces
-(`kopf._core.reactor.observation`). The admission pass (`kube.Kube.admission_world`) lists the
-AsyncActors, ActorGroups and StatefulSets of the namespaces it serves (every one, or the watched
-one), reads the labels of their namespaces, and lists the Nodes (cluster-scoped: a flavor whose
-nodes advertise no accelerator is named in the statuses). kopf posts the Events of a
+(`kopf._core.reactor.observation`); the operator's own handler watches namespaces too (their
+`asya.sh/default-pool` label), cluster-wide whatever it serves: kopf watches a cluster-scoped
+kind cluster-wide (`kopf._core.reactor.orchestration`). The admission pass
+(`kube.Kube.admission_world`) lists the AsyncActors, ActorGroups and StatefulSets of the
+namespaces it serves (every one, or the watched one), reads the labels of their namespaces,
+and lists the Nodes (cluster-scoped: a flavor whose nodes advertise no accelerator is named in
+the statuses). kopf posts the Events of a
 cluster-scoped object (a pool) in its own namespace.
 """
 

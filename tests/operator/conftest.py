@@ -10,7 +10,8 @@ Fixtures:
   `asyncio.to_thread`, or it blocks the loop the cluster is served from.
 - `run_operator`: `await run_operator(registry)` starts `kopf.operator()` on that registry (the
   real operator's: `controller_world.operator_registry()`) against the cluster, as a task of
-  the test's loop; the fixture cancels it at the end (a graceful stop costs ~5 s a test: kopf
+  the test's loop, watching every namespace (`namespace=N`: only N, as `asya-operator run
+  --namespace N`); the fixture cancels it at the end (a graceful stop costs ~5 s a test: kopf
   waits for "hung" tasks, the cluster's among them).
 - `quota_watch`: the quota invariant (`quota_watch.QuotaWatch`) sampled at every Deployment
   and StatefulSet write; the test fails if any write left a cohort above its quota.
@@ -43,7 +44,7 @@ from tests.operator.quota_watch import QuotaWatch
 from tests.operator.standin_keda import Keda
 from tests.operator.standin_kubelet import Kubelet
 
-RunOperator = Callable[[kopf.OperatorRegistry], Awaitable[None]]
+RunOperator = Callable[..., Awaitable[None]]
 
 
 @pytest.fixture
@@ -96,13 +97,18 @@ async def run_operator(cluster) -> AsyncIterator[RunOperator]:
     """Start kopf on a registry against `cluster`; it is cancelled when the test ends."""
     tasks: list[asyncio.Task[None]] = []
 
-    async def start(registry: kopf.OperatorRegistry) -> None:
+    async def start(registry: kopf.OperatorRegistry, *, namespace: str | None = None) -> None:
         # A registry of our own gets none of kopf's default login handlers.
         kopf.on.login(registry=registry)(kopf.login_via_client)
         settings = kopf.OperatorSettings()
         settings.peering.standalone = True  # no KopfPeering resources to coordinate through
         settings.posting.enabled = False  # no v1/events traffic in the tests
-        operator = kopf.operator(registry=registry, settings=settings, clusterwide=True)
+        operator = kopf.operator(
+            registry=registry,
+            settings=settings,
+            clusterwide=namespace is None,
+            namespaces=[] if namespace is None else [namespace],
+        )
         tasks.append(asyncio.create_task(operator, name="kopf operator"))
 
     yield start

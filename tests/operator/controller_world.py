@@ -22,10 +22,11 @@ from asya.transport.rabbitmq import RabbitMQTransport
 from tests.operator.emulator import Cluster
 
 
-def operator_registry() -> kopf.OperatorRegistry:
+def operator_registry(namespace: str | None = None) -> kopf.OperatorRegistry:
     """The real operator's handlers, built as `asya-operator run` builds them, with the
-    config the test's environment sets (`ASYA_OPERATOR_*`)."""
-    return build(load_operator_config(os.environ)).registry
+    config the test's environment sets (`ASYA_OPERATOR_*`): for every namespace, or
+    `namespace` only (`--namespace`)."""
+    return build(load_operator_config(os.environ), namespace=namespace).registry
 
 
 ACTORS = f"{GROUP}/{VERSION}/asyncactors"

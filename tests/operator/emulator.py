@@ -16,6 +16,10 @@ ever runs). `Cluster` adds what kopf relies on, each point found necessary by re
    in between.
 5. A request is forgotten once served: kmock matches each request by scanning all it has
    recorded, which makes a long test quadratic.
+6. Namespaces are served as the cluster-scoped kind they are (get, list, watch, create, patch,
+   delete). kmock reads `/api/v1/namespaces/N` as "namespace N" of no resource and fails on
+   `/api/v1/namespaces`; such a request is parsed under another path and given back its
+   resource, `v1/namespaces`.
 
 For the tests' own checks, `after_write(resource, callback)` calls `callback` after every write
 of a resource, in the same step as the write: it sees the store exactly as that write left it.
@@ -33,6 +37,7 @@ import collections
 import contextlib
 import copy
 import datetime
+import re
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any, cast
@@ -47,6 +52,10 @@ from typing_extensions import override
 
 _WRITES = frozenset({enums.action.CREATE, enums.action.UPDATE, enums.action.DELETE})
 _CRD_VERBS = frozenset({"create", "delete", "get", "list", "patch", "update", "watch"})
+_NAMESPACES = kmock.resource("v1/namespaces")
+_NAMESPACE_PATH = re.compile(r"/api/v1/namespaces(?P<rest>(?:/[^/]+(?:/status|/finalize)?)?)")
+# A plural kmock parses as a cluster-scoped resource's; requests for Namespaces travel under it.
+_NAMESPACES_ALIAS = kmock.resource("v1/namespaces.stand-in")
 
 
 @attrs.define(kw_only=True)
@@ -123,7 +132,22 @@ class Cluster(kmock.KubernetesEmulator):
         return str(self._last_version)
 
     @override
+    async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        found = _NAMESPACE_PATH.fullmatch(raw_request.path)
+        if found is not None:
+            path = f"/api/v1/{_NAMESPACES_ALIAS.plural}{found['rest']}"
+            url = raw_request.rel_url.with_path(path).with_query(raw_request.rel_url.query)
+            raw_request = raw_request.clone(rel_url=url)
+        return await super().__call__(raw_request)
+
+    @override
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        if request.resource == _NAMESPACES_ALIAS:
+            # Recorded in its place: kmock finds a request's reaction among those it recorded,
+            # by identity.
+            served = attrs.evolve(request, resource=_NAMESPACES)
+            self._requests[:] = [served if r is request else r for r in self._requests]
+            request = served
         try:
             return await self._handle_kept(request)
         finally:

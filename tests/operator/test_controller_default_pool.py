@@ -3,6 +3,9 @@ namespace labelled `asya.sh/default-pool` is admitted by that pool like any pool
 with `ASYA_OPERATOR_REQUIRE_POOL_FOR_ACCELERATORS` one asking for GPUs in no pool (an
 AsyncActor, or an ActorGroup member) runs nothing and is Degraded, saying how to fix it.
 
+The label is watched: adding, changing or removing it moves the namespace's pool-less actors
+into a pool, to another or out of quota, with no other change.
+
 The controller runs on kmock's emulator as in test_controller_admission; the broker is real.
 """
 
@@ -23,6 +26,7 @@ from tests.operator.controller_world import (
     async_actor,
     condition_of,
     observed,
+    operator_registry,
 )
 from tests.operator.test_controller_admission import (
     POOLS,
@@ -52,20 +56,35 @@ def require_pool(monkeypatch, world) -> None:
     monkeypatch.setenv("ASYA_OPERATOR_REQUIRE_POOL_FOR_ACCELERATORS", "true")
 
 
-async def label_namespace(world, kube, pool: str) -> None:
-    """Label the test's namespace with `pool` as its default. The stand-in serves no Namespaces
-    (kmock reads `/api/v1/namespaces/N` as namespace N), so the read the operator makes of it
-    is answered as a real API server would."""
-    labels = {"asya.sh/default-pool": pool, "kubernetes.io/metadata.name": world.namespace}
-    body = {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": world.namespace, "labels": labels},
-    }
-    world.cluster[f"get /api/v1/namespaces/{world.namespace}"] << body
-    found = await asyncio.to_thread(CoreV1Api(kube).read_namespace, world.namespace)
+NAMESPACES = "v1/namespaces"
+
+
+@pytest.fixture
+def no_recheck(monkeypatch, world) -> None:
+    """A Degraded actor is not tried again during the test (kopf's retry, every recheck_s,
+    would pick up its namespace's label by itself)."""
+    monkeypatch.setenv("ASYA_OPERATOR_RECHECK_S", "3600")
+
+
+async def label_namespace(world, kube, pool: str | None) -> None:
+    """Set the test's namespace's default pool (None: remove the label), creating the
+    Namespace if it is not there yet."""
+    core = CoreV1Api(kube)
+    labels = {"asya.sh/default-pool": pool}
+    if world.cluster.current(NAMESPACES, None, world.namespace) is None:
+        body = {"metadata": {"name": world.namespace, "labels": _without_none(labels)}}
+        await asyncio.to_thread(core.create_namespace, body)
+    else:
+        await asyncio.to_thread(
+            core.patch_namespace, world.namespace, {"metadata": {"labels": labels}}
+        )
+    found = await asyncio.to_thread(core.read_namespace, world.namespace)
     assert found.metadata is not None
-    assert found.metadata.labels == labels
+    assert (found.metadata.labels or {}).get("asya.sh/default-pool") == pool
+
+
+def _without_none(labels: dict[str, str | None]) -> dict[str, str]:
+    return {key: value for key, value in labels.items() if value is not None}
 
 
 @pytest.fixture
@@ -138,6 +157,76 @@ async def test_labelling_a_namespace_brings_its_running_pool_less_actor_under_qu
     assert "2 replicas hold quota in flavor gpu of pool team-a" in reserved["message"]
 
 
+async def test_labelling_a_namespace_admits_its_degraded_pool_less_actor_and_unlabelling_refuses_it(
+    world, kube, broker_secret, require_pool, no_recheck, operator, queues, quota
+):
+    create, _patch = quota
+    await create("resourcepools", pool_body(2))
+    await label_namespace(world, kube, None)
+    await world.create_actor(pool_less_gpu_actor("text", replicas=5))
+    await world.wait_condition("text", "Degraded", "True")
+    # Past the operator's first list of Namespaces: what follows reaches it as a change.
+    await world.wait_for_watch(NAMESPACES)
+
+    await label_namespace(world, kube, "team-a")
+
+    # Nothing else changes: the label alone has the actor applied, in team-a's quota.
+    actor = await world.wait_for(ACTORS, "text", lambda a: observed(a) == 1, "text applied")
+    assert actor["status"]["admittedReplicas"] == 2
+    assert condition_of(actor, "Degraded")["status"] == "False"
+    reserved = condition_of(actor, "QuotaReserved")
+    assert "2 replicas hold quota in flavor gpu of pool team-a" in reserved["message"]
+    await replicas_become(world, "text", 2)
+
+    await label_namespace(world, kube, None)
+
+    # In no pool again: Degraded for want of one, its quota given back.
+    refused = await world.wait_for(
+        ACTORS,
+        "text",
+        lambda a: a is not None and condition_of(a, "Degraded").get("reason") == "PoolRequired",
+        "text Degraded, PoolRequired",
+    )
+    assert condition_of(refused, "Degraded")["status"] == "True"
+    async with asyncio.timeout(WAIT_S):
+        await world.cluster.wait_for(
+            POOLS,
+            None,
+            "team-a",
+            lambda p: ((p or {}).get("status") or {}).get("admittedWorkloads") == 0,
+        )
+
+
+async def test_unlabelling_a_namespace_runs_its_pool_less_actor_outside_quota_again(
+    world, kube, broker_secret, default_pool, operator, queues, quota
+):
+    create, _patch = quota
+    await create("resourcepools", pool_body(2, name=default_pool))
+    await world.create_actor(pool_less_gpu_actor("text", replicas=5))
+    await world.wait_for(ACTORS, "text", lambda a: observed(a) == 1, "text applied")
+    await replicas_become(world, "text", 2)
+    await world.wait_for_watch(NAMESPACES)
+
+    await label_namespace(world, kube, None)
+
+    # Nothing else changes: it runs every desired replica, and holds no quota.
+    await replicas_become(world, "text", 5)
+    left = await world.wait_for(
+        ACTORS,
+        "text",
+        lambda a: a is not None and "admittedReplicas" not in (a.get("status") or {}),
+        "its admitted count dropped",
+    )
+    assert "admittedFlavor" not in left["status"]
+    async with asyncio.timeout(WAIT_S):
+        await world.cluster.wait_for(
+            POOLS,
+            None,
+            "team-a",
+            lambda p: ((p or {}).get("status") or {}).get("admittedWorkloads") == 0,
+        )
+
+
 async def test_a_pool_less_gpu_group_is_degraded_and_runs_nothing_when_a_pool_is_required(
     world, broker_secret, require_pool, operator, train_queues, quota
 ):
@@ -179,3 +268,21 @@ async def test_a_pool_less_group_is_admitted_whole_by_its_namespaces_default_poo
     assert reserved["message"] == "1 instances hold quota in pool team-a"
     workers = await world.wait_exists(STATEFULSETS, "train-worker-0")
     assert workers["spec"]["replicas"] == 2
+
+
+async def test_an_operator_serving_one_namespace_follows_that_namespaces_label(
+    world, kube, broker_secret, default_pool, run_operator, queues, quota
+):
+    # Namespaces are cluster-scoped: kopf watches them cluster-wide even so.
+    await run_operator(operator_registry(world.namespace), namespace=world.namespace)
+    await world.wait_for_watch(ACTORS)
+    create, _patch = quota
+    await create("resourcepools", pool_body(2, name=default_pool))
+    await world.create_actor(pool_less_gpu_actor("text", replicas=5))
+    await world.wait_for(ACTORS, "text", lambda a: observed(a) == 1, "text applied")
+    await replicas_become(world, "text", 2)
+    await world.wait_for_watch(NAMESPACES)
+
+    await label_namespace(world, kube, None)
+
+    await replicas_become(world, "text", 5)

@@ -15,7 +15,7 @@ import kopf
 import kubernetes
 import pytest
 from asya_operator.api.template import GROUP, VERSION
-from kubernetes.client import ApiException, CustomObjectsApi
+from kubernetes.client import ApiException, CoreV1Api, CustomObjectsApi
 
 from tests.operator.emulator import Cluster
 
@@ -198,6 +198,48 @@ async def test_delete_with_finalizers_marks_and_removing_them_deletes(actors):
 
     assert marked["metadata"]["deletionTimestamp"]
     assert await actors.is_gone("text")
+
+
+async def test_namespaces_are_a_cluster_scoped_kind_to_read_patch_list_and_watch(kube):
+    core = CoreV1Api(kube)
+    body = {"metadata": {"name": "ml-a", "labels": {"team": "a"}}}
+    created = await asyncio.to_thread(core.create_namespace, body)
+    since = created.metadata.resource_version
+
+    await asyncio.to_thread(
+        core.patch_namespace, "ml-a", {"metadata": {"labels": {"asya.sh/default-pool": "p"}}}
+    )
+
+    found = await asyncio.to_thread(core.read_namespace, "ml-a")
+    assert found.metadata.labels == {"team": "a", "asya.sh/default-pool": "p"}
+    assert found.metadata.namespace is None
+    listed = await asyncio.to_thread(core.list_namespace)
+    assert [n.metadata.name for n in listed.items] == ["ml-a"]
+    assert listed.metadata.resource_version == found.metadata.resource_version
+
+    def watch_one() -> tuple[str, dict[str, str]]:
+        stream = kubernetes.watch.Watch().stream(
+            core.list_namespace, resource_version=since, _request_timeout=WAIT_S
+        )
+        event = next(iter(stream))
+        return event["type"], event["object"].metadata.labels
+
+    assert await asyncio.to_thread(watch_one) == ("ADDED", found.metadata.labels)
+
+
+async def test_a_namespaced_kind_in_a_namespace_is_still_served_there(kube):
+    core = CoreV1Api(kube)
+    await asyncio.to_thread(core.create_namespace, {"metadata": {"name": NAMESPACE}})
+
+    await asyncio.to_thread(
+        core.create_namespaced_config_map, NAMESPACE, {"metadata": {"name": "settings"}}
+    )
+
+    found = await asyncio.to_thread(core.read_namespaced_config_map, "settings", NAMESPACE)
+    assert found.metadata.namespace == NAMESPACE
+    with pytest.raises(ApiException) as caught:
+        await asyncio.to_thread(core.read_namespace, "settings")
+    assert caught.value.status == 404
 
 
 # kopf against the stand-in, with a toy handler set (not the operator's).

@@ -55,7 +55,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
   verbs: ["patch"]
 # kopf discovers the resources it serves, and namespaces (a pool's namespaceSelector
 # matches a namespace's labels, as does its asya.sh/default-pool label; kopf lists
-# namespaces to find those it serves).
+# namespaces to find those it serves). The operator watches namespaces for that label to
+# change: cluster-wide even with watchNamespace set, namespaces being cluster-scoped.
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]

@@ -23,6 +23,8 @@ An actor's pool is its effective one (`plans.pools`): `spec.pool`, else its name
   and tried again only when the spec changes.
 - **follow** (its Deployment's or its broker Secret's change): the status again, its
   `observedGeneration` as the reconcile left it.
+- **follow_default_pool** (its namespace's `asya.sh/default-pool` label changed, and it has no
+  pool of its own): the reconcile again, from the actor as stored now.
 - **release** (delete, behind kopf's finalizer): the end actors lose this owner, a pass frees
   its quota, then its queues are deleted unless `keepQueues`. Deletion is never blocked for
   ever: with no Secret (or no `amqp-url` in it) the queues are left on the broker and a
@@ -172,6 +174,24 @@ class ActorReconciler:
         world = await self._kube.world(actor, namespace)
         problems = self._problems(actor, namespace, world)
         await self._report_seen(namespace, name, world.deployment_status, problems)
+
+    async def follow_default_pool(self, namespace: str, name: str, logger: kopf.Logger) -> None:
+        """Reconcile the actor `namespace/name` again, its namespace's default pool having
+        changed (it has none of its own): into that pool, into another or out of quota, as
+        its reconcile does; nothing if it is gone or going, or its stored spec is one the
+        operator refuses (its own reconcile reported that).
+
+        Raises:
+            kopf.TemporaryError: as `reconcile` (its status says why).
+        """
+        try:
+            actor = await self._read(namespace, name)
+        except StoredSpecError:
+            return
+        if actor is None or actor.metadata.get("deletionTimestamp"):
+            return
+        async with _counted():
+            await self._apply(actor, namespace, logger)
 
     async def release(
         self, body: Mapping[str, Any], namespace: str, retry: int, logger: kopf.Logger

@@ -1,0 +1,108 @@
+"""kopf's handler for Namespaces: a namespace's `asya.sh/default-pool` label changing.
+
+An AsyncActor or ActorGroup without `spec.pool` is admitted by its namespace's default pool
+(`plans.pools`). When a namespace gets the label, loses it or names another pool, each of its
+actors without a pool of its own is reconciled again (`ActorReconciler.follow_default_pool`:
+into the pool, into another, or out of quota, as if its own `spec.pool` had changed), and each
+such group is refreshed by an admission pass (`AdmissionLoop.request`), which admits and
+applies groups.
+
+Cheap on purpose: one event handler for every Namespace, which remembers each namespace's
+default pool in memory and does nothing unless that changed (another label, an annotation, a
+namespace terminating cost a dict look-up, no request). Which actors and groups have no pool
+is kept by two kopf indices (`pool_less_actors`, `pool_less_groups`), in memory too. kopf
+watches Namespaces cluster-wide even when the operator serves one namespace (a Namespace is
+cluster-scoped); only that namespace's actors and groups are in the indices. Not kopf's
+`on.field`: it would store its diff base in an annotation on every Namespace, a write the
+operator has no business making.
+
+The first sight of a namespace (kopf's first listing at start, or a namespace created since)
+only records its label: the actors already there are reconciled at start anyway (kopf resumes
+each), and a namespace just created has none yet. An actor's reconcile that fails here (its
+broker unreachable, or no pool any more where one is required) leaves it Degraded saying so,
+and is not tried again before its next change or the label's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any, Final
+
+import kopf
+
+from asya_operator.api.template import GROUP, VERSION
+from asya_operator.kube import KINDS
+from asya_operator.plans.pools import DEFAULT_POOL_LABEL
+from asya_operator.reconcile.actors import ActorReconciler
+from asya_operator.reconcile.admission import AdmissionLoop
+
+_ACTORS: Final = (GROUP, VERSION, KINDS["AsyncActor"].plural)
+_GROUPS: Final = (GROUP, VERSION, KINDS["ActorGroup"].plural)
+
+PoolLess = kopf.Index[str | None, str]
+"""The `pool_less_actors` and `pool_less_groups` indices: namespace -> names."""
+
+
+class NamespaceHandlers:
+    """The handler, bound to what it hands its work to, and the default pools it has seen."""
+
+    def __init__(self, actors: ActorReconciler, admission: AdmissionLoop) -> None:
+        self._actors = actors
+        self._admission = admission
+        self._default_pools: dict[str, str | None] = {}
+
+    def register(self, registry: kopf.OperatorRegistry) -> None:
+        """Put the handler and its indices on `registry`."""
+        kopf.index(*_ACTORS, registry=registry, id="pool_less_actors")(_pool_less)
+        kopf.index(*_GROUPS, registry=registry, id="pool_less_groups")(_pool_less)
+        kopf.on.event("v1", "namespaces", registry=registry, id="follow_namespace")(
+            self.follow_namespace
+        )
+
+    async def follow_namespace(
+        self,
+        *,
+        event: kopf.RawEvent,
+        name: str,
+        labels: kopf.Labels,
+        logger: kopf.Logger,
+        **indices: Any,
+    ) -> None:
+        """A Namespace appeared, changed or went: if its default pool changed, its pool-less
+        actors are reconciled again and its pool-less groups refreshed by a pass."""
+        if event["type"] == "DELETED":  # its actors and groups go with it
+            self._default_pools.pop(name, None)
+            return
+        pool = labels.get(DEFAULT_POOL_LABEL) or None
+        seen = name in self._default_pools
+        before = self._default_pools.get(name)
+        self._default_pools[name] = pool
+        if not seen or pool == before:
+            return
+        logger.info("default pool changed", extra={"before": before, "after": pool})
+        for group in _names(indices, "pool_less_groups", name):
+            self._admission.request(refresh=(name, group))
+        # Together: the passes they wait for are coalesced, one for all of them.
+        actors = _names(indices, "pool_less_actors", name)
+        await asyncio.gather(*(self._follow(name, actor, logger) for actor in actors))
+
+    async def _follow(self, namespace: str, actor: str, logger: kopf.Logger) -> None:
+        try:
+            await self._actors.follow_default_pool(namespace, actor, logger)
+        except kopf.TemporaryError as exc:  # its status says why; the others go on
+            fields = {"object": f"{namespace}/{actor}", "error": str(exc)}
+            logger.warning("not reconciled", extra=fields)
+
+
+async def _pool_less(
+    *, namespace: str | None, name: str, spec: kopf.Spec, **_: Any
+) -> dict[str | None, str] | None:
+    """An actor or group without a pool of its own, under its namespace."""
+    return None if spec.get("pool") else {namespace: name}
+
+
+def _names(indices: Mapping[str, Any], index: str, namespace: str) -> list[str]:
+    # kopf passes its indices as keyword arguments; its handler protocols do not name ours.
+    found: PoolLess = indices[index]
+    return sorted(found.get(namespace, ()))

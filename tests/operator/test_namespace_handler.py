@@ -1,0 +1,119 @@
+"""The Namespace handler reacts to a namespace's `asya.sh/default-pool` label changing, and to
+nothing else: each pool-less actor there is reconciled again, each pool-less group refreshed by
+an admission pass. What that reaction does to the actors and groups is the stand-in's to show
+(test_controller_default_pool); here, when it happens, on events as kopf delivers them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+from asya_operator.handlers.namespaces import NamespaceHandlers
+
+POOL = "asya.sh/default-pool"
+
+
+class Reactions:
+    """Stands for the actor reconciler and the admission loop: records what is asked of them."""
+
+    def __init__(self, *, failing: frozenset[str] = frozenset()) -> None:
+        self.seen: list[tuple[str, ...]] = []
+        self._failing = failing
+
+    async def follow_default_pool(self, namespace: str, name: str, logger: Any) -> None:
+        self.seen.append(("reconcile", namespace, name))
+        if name in self._failing:
+            raise kopf.TemporaryError("Degraded, nothing applied: the broker is unreachable")
+
+    def request(self, *, refresh: tuple[str, str] | None = None) -> int:
+        assert refresh is not None
+        self.seen.append(("pass", *refresh))
+        return 1
+
+
+async def deliver(handlers: NamespaceHandlers, kind: str | None, labels: dict[str, str]) -> None:
+    """One event of the Namespace `ml-a`, whose pool-less actors are `embed` and `judge` and
+    pool-less group `train` (kopf's indices)."""
+    await handlers.follow_namespace(
+        event={"type": kind, "object": {"metadata": {"name": "ml-a", "labels": labels}}},
+        name="ml-a",
+        labels=labels,
+        logger=logging.getLogger(__name__),
+        pool_less_actors={"ml-a": {"judge", "embed"}, "ml-b": {"other"}},
+        pool_less_groups={"ml-a": {"train"}},
+    )
+
+
+def handlers_with(reactions: Reactions) -> NamespaceHandlers:
+    return NamespaceHandlers(reactions, reactions)  # type: ignore[arg-type]
+
+
+REACTION = [
+    ("pass", "ml-a", "train"),
+    ("reconcile", "ml-a", "embed"),
+    ("reconcile", "ml-a", "judge"),
+]
+
+
+async def test_a_namespace_first_seen_is_only_remembered():
+    reactions = Reactions()
+
+    await deliver(handlers_with(reactions), None, {POOL: "team-a"})
+
+    assert reactions.seen == []
+
+
+async def test_adding_changing_and_removing_the_label_each_move_the_pool_less_actors_and_groups():
+    reactions = Reactions()
+    handlers = handlers_with(reactions)
+    await deliver(handlers, None, {})
+
+    await deliver(handlers, "MODIFIED", {POOL: "team-a"})
+    await deliver(handlers, "MODIFIED", {POOL: "team-b"})
+    await deliver(handlers, "MODIFIED", {})
+
+    assert reactions.seen == REACTION * 3
+
+
+async def test_other_changes_to_a_namespace_move_nothing():
+    reactions = Reactions()
+    handlers = handlers_with(reactions)
+    await deliver(handlers, None, {POOL: "team-a"})
+
+    await deliver(handlers, "MODIFIED", {POOL: "team-a", "team": "search"})
+    await deliver(handlers, "MODIFIED", {POOL: "team-a"})
+
+    assert reactions.seen == []
+
+
+async def test_an_empty_label_is_no_default_pool():
+    reactions = Reactions()
+    handlers = handlers_with(reactions)
+    await deliver(handlers, None, {})
+
+    await deliver(handlers, "MODIFIED", {POOL: ""})
+
+    assert reactions.seen == []
+
+
+async def test_a_namespace_deleted_and_made_again_is_first_seen_again():
+    reactions = Reactions()
+    handlers = handlers_with(reactions)
+    await deliver(handlers, None, {})
+
+    await deliver(handlers, "DELETED", {})
+    await deliver(handlers, "ADDED", {POOL: "team-a"})
+
+    assert reactions.seen == []
+
+
+async def test_an_actor_whose_reconcile_fails_does_not_stop_the_others():
+    reactions = Reactions(failing=frozenset({"embed"}))
+    handlers = handlers_with(reactions)
+    await deliver(handlers, None, {})
+
+    await deliver(handlers, "MODIFIED", {POOL: "team-a"})
+
+    assert reactions.seen == REACTION
