@@ -99,14 +99,13 @@ def test_of_two_objects_created_in_the_same_second_the_one_already_applied_keeps
     # The timestamp says seconds: within one, the one that already runs as the name was first.
     a = group("a", "b-c")
     a_b = msgspec.structs.replace(group("a-b", "c"), status=ActorGroupStatus(observed_generation=1))
-    team = group("a", "b-c")
     running = msgspec.structs.replace(
         actor("a-b-c"), status=AsyncActorStatus(observed_generation=1)
     )
 
     assert [p.reason for p in group_problems(a, a, a_b)] == [Reason.NAME_TAKEN]
     assert group_problems(a_b, a, a_b) == []
-    assert [p.reason for p in group_problems(team, team, running)] == [Reason.NAME_TAKEN]
+    assert [p.reason for p in group_problems(a, a, running)] == [Reason.NAME_TAKEN]
 
 
 def test_of_an_actor_and_a_group_created_in_the_same_second_neither_applied_the_actor_keeps_it():
