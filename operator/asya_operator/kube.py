@@ -48,6 +48,7 @@ from asya_operator.api.pool import Cohort, ResourcePool
 from asya_operator.api.template import GROUP, VERSION
 from asya_operator.config import GangScheduler
 from asya_operator.plans.gangs import GANG_KINDS, GANG_SCHEDULER_LABEL, unplaced_reason
+from asya_operator.plans.names import NameOwner
 from asya_operator.plans.nodes import Node, node_of
 from asya_operator.plans.pods import placement_flavor
 from asya_operator.plans.pools import DEFAULT_POOL_LABEL, with_effective_pool
@@ -126,6 +127,22 @@ _CREATE_OPTIONS: Final[dict[str, Any]] = {"field_manager": FIELD_MANAGER}
 
 
 @dataclasses.dataclass(frozen=True)
+class NameOwners:
+    """A namespace's AsyncActors and ActorGroups, as the actor names they run as need them
+    (`plans.names`)."""
+
+    staying: list[NameOwner]
+    """Those not being deleted."""
+    leaving: list[NameOwner]
+    """Those being deleted: each keeps its actor names until it is gone."""
+
+    @property
+    def everyone(self) -> list[NameOwner]:
+        """Both: who keeps each name is decided among all of them (`names.name_keepers`)."""
+        return [*self.staying, *self.leaving]
+
+
+@dataclasses.dataclass(frozen=True)
 class World:
     """What the cluster holds for one AsyncActor or ActorGroup."""
 
@@ -137,6 +154,8 @@ class World:
     """The namespace's AsyncActors that are not being deleted."""
     groups: list[ActorGroup]
     """The namespace's ActorGroups that are not being deleted."""
+    leaving: list[NameOwner]
+    """The namespace's AsyncActors and ActorGroups being deleted."""
     deployment_status: dict[str, Any] | None
     """The actor's Deployment's `status` (None: no Deployment yet)."""
 
@@ -144,6 +163,11 @@ class World:
     def owners(self) -> list[Owner]:
         """What owns the namespace's end actors: its AsyncActors and ActorGroups."""
         return [*self.actors, *self.groups]
+
+    @property
+    def name_owners(self) -> NameOwners:
+        """The namespace's AsyncActors and ActorGroups, as their actor names need them."""
+        return NameOwners(staying=[*self.actors, *self.groups], leaving=self.leaving)
 
     @property
     def secret_keys(self) -> set[str] | None:
@@ -262,9 +286,9 @@ class Kube:
         """The ResourceFlavors of those `names` that exist."""
         return await self._call(_read_flavors, sorted(set(names)))
 
-    async def actor_names(self, namespace: str) -> set[str]:
-        """The names of the namespace's AsyncActors."""
-        return await self._call(_actor_names, namespace)
+    async def name_owners(self, namespace: str) -> NameOwners:
+        """The namespace's AsyncActors and ActorGroups (those that decode)."""
+        return await self._call(_name_owners, namespace)
 
     async def namespace_labels(self, namespace: str) -> dict[str, str]:
         """The labels of the Namespace `namespace` ({} when it cannot be read)."""
@@ -455,21 +479,27 @@ def _list(
     return list(listed.get("items", ()))
 
 
-def _actor_names(api: ApiClient, namespace: str) -> set[str]:
-    return {str(i["metadata"]["name"]) for i in _list(api, KINDS["AsyncActor"], namespace)}
+def _name_owners(api: ApiClient, namespace: str) -> NameOwners:
+    actors = _list(api, KINDS["AsyncActor"], namespace)
+    groups = _list(api, KINDS["ActorGroup"], namespace)
+    owners: list[NameOwner] = [*decodable(actors, AsyncActor), *decodable(groups, ActorGroup)]
+    return NameOwners(
+        staying=[o for o in owners if not o.metadata.get("deletionTimestamp")],
+        leaving=[o for o in owners if o.metadata.get("deletionTimestamp")],
+    )
 
 
 def _read_world(api: ApiClient, owner: AsyncActor | ActorGroup, namespace: str) -> World:
     wanted = placement_flavor(owner) if isinstance(owner, AsyncActor) else None
     flavor = None if wanted is None else _read(api, ResourceFlavor, None, wanted)
-    actors = _list(api, KINDS["AsyncActor"], namespace)
-    groups = _list(api, KINDS["ActorGroup"], namespace)
+    names = _name_owners(api, namespace)
     deployment = _get_custom(api, KINDS["Deployment"], namespace, owner.metadata["name"])
     return World(
         secret=_read_secret(api, namespace, owner.spec.broker.secret_name),
         flavor=flavor,
-        actors=decodable([i for i in actors if not _is_leaving(i)], AsyncActor),
-        groups=decodable([i for i in groups if not _is_leaving(i)], ActorGroup),
+        actors=[o for o in names.staying if isinstance(o, AsyncActor)],
+        groups=[o for o in names.staying if isinstance(o, ActorGroup)],
+        leaving=names.leaving,
         deployment_status=None if deployment is None else deployment.get("status"),
     )
 

@@ -7,13 +7,14 @@ Declaring is idempotent, and comes before the first envelope: with `minReplicas:
 runs until KEDA sees a queue depth, so without it a client's first publish would find no queue.
 
 Deletion is narrow: the actor's queue and its retry delay queues, never the namespace's
-parking queue, end actors' queues or end records (other actors' results live there).
+parking queue, end actors' queues or end records (other actors' results live there), nor the
+queue of an actor name another object of the namespace runs as too (`plans.names`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Final
 
 import kopf
@@ -64,14 +65,17 @@ async def release_queues(
     namespace: str,
     actors: Sequence[str],
     *,
+    shared: Collection[str],
     keep: bool,
     attempt: int,
     recheck_s: float,
     logger: kopf.Logger | logging.Logger,
 ) -> None:
     """Delete the queues of `actors` (one deleted AsyncActor, or a deleted group's members)
-    unless `keep`; never block the deletion for ever. `url` is the broker's (None: its Secret or
-    key is gone, so the queues are left, with a warning); `attempt` counts from 0.
+    unless `keep`; never block the deletion for ever. Those of `actors` another object of the
+    namespace runs as too (`shared`: `names.shared_names`) are left: their queues are its.
+    `url` is the broker's (None: its Secret or key is gone, so the queues are left, with a
+    warning); `attempt` counts from 0.
 
     Raises:
         kopf.TemporaryError: the broker is unreachable (at most `DELETE_ATTEMPTS` times).
@@ -79,6 +83,11 @@ async def release_queues(
     if keep:
         logger.info("queues kept (keepQueues)")
         metrics.QUEUE_DELETIONS.labels(outcome="kept").inc()
+        return
+    if shared:
+        logger.info("queues left to the objects that run as them too", extra={"actors": shared})
+    actors = [actor for actor in actors if actor not in shared]
+    if not actors:
         return
     if url is None:
         logger.warning("queues left on the broker: the broker Secret or its amqp-url is gone")

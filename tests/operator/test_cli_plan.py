@@ -229,3 +229,52 @@ def test_the_command_runs_as_a_program_and_prints_yaml(tmp_path):
         "Deployment",
         "Deployment",
     ]
+
+
+GROUP_OF = """\
+apiVersion: asya.sh/v1alpha1
+kind: ActorGroup
+metadata:
+  name: {name}
+spec:
+  members:
+    - {{name: {member}, replicas: 1, template: {{image: img, handler: 'ml.ddp:worker'}}}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "message"),
+    [
+        (
+            GROUP_OF.format(name="a", member="b-c"),
+            GROUP_OF.format(name="a-b", member="c"),
+            "document 2: ActorGroup default/a-b would be Degraded (NameTaken), applied after"
+            " {path}: document 1: member c runs as actor a-b-c, which ActorGroup default/a (its"
+            " member b-c) already runs as",
+        ),
+        (
+            GROUP_OF.format(name="a", member="b-c"),
+            ACTOR.format(name="a-b-c"),
+            "document 2: AsyncActor default/a-b-c would be Degraded (NameTaken), applied after"
+            " {path}: document 1: actor a-b-c is what ActorGroup default/a (its member b-c)"
+            " already runs as",
+        ),
+        (
+            ACTOR.format(name="a-b-c"),
+            GROUP_OF.format(name="a", member="b-c"),
+            "document 2: ActorGroup default/a would be Degraded (NameTaken), applied after"
+            " {path}: document 1: member b-c runs as actor a-b-c, which AsyncActor"
+            " default/a-b-c already runs as",
+        ),
+    ],
+    ids=["group-after-group", "actor-after-group", "group-after-actor"],
+)
+def test_two_objects_running_as_one_actor_name_exit_2_naming_both(
+    capsys, tmp_path, first, second, message
+):
+    path = write(tmp_path, first + "---\n" + second)
+
+    code, out, err = plan(capsys, path)
+
+    assert (code, out) == (2, "")
+    assert message.format(path=path) in err

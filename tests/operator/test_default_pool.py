@@ -75,7 +75,7 @@ def test_a_gpu_actor_in_no_pool_is_pool_required_naming_both_fixes():
     actor = async_actor(resources={"gpus": 8})
 
     (problem,) = find_problems(
-        actor, "ml-a", secret_keys=BOTH_KEYS, flavor=None, pool_required=True
+        actor, "ml-a", secret_keys=BOTH_KEYS, flavor=None, keepers={}, pool_required=True
     )
 
     assert problem.reason is Reason.POOL_REQUIRED
@@ -100,14 +100,19 @@ def test_an_actor_lacks_no_pool_unless_it_asks_for_gpus_in_none_where_one_is_req
     actor, pool_required
 ):
     found = find_problems(
-        actor, "ml-a", secret_keys=BOTH_KEYS, flavor=None, pool_required=pool_required
+        actor,
+        "ml-a",
+        secret_keys=BOTH_KEYS,
+        flavor=None,
+        keepers={},
+        pool_required=pool_required,
     )
 
     assert found == []
 
 
 def test_a_group_with_gpu_members_in_no_pool_is_pool_required():
-    kwargs = {"secret_keys": BOTH_KEYS, "missing_flavors": (), "actor_names": ()}
+    kwargs = {"secret_keys": BOTH_KEYS, "missing_flavors": (), "keepers": {}}
 
     (problem,) = find_group_problems(group(spec__pool=None), "ml-b", **kwargs, pool_required=True)
     own = find_group_problems(group(), "ml-b", **kwargs, pool_required=True)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import msgspec
 from asya_operator.api.group import ActorGroup, InstanceStatus, MemberAdmission
 from asya_operator.plans.group_status import find_group_problems, plan_group_status
+from asya_operator.plans.names import Claim
 
 from asya.admission.readiness import GangPhase
 from tests.operator.admission_crs import GROUP, changed
@@ -98,7 +99,7 @@ def test_a_member_named_as_an_existing_actor_and_a_missing_secret_leave_it_degra
         "ml-b",
         secret_keys=None,
         missing_flavors={"h100"},
-        actor_names={"ddp-worker"},
+        keepers={"ddp-worker": Claim("AsyncActor", "ddp-worker")},
     )
 
     status = plan_group_status(group(), {}, {}, problems, now=NOW).document()
@@ -107,7 +108,10 @@ def test_a_member_named_as_an_existing_actor_and_a_missing_secret_leave_it_degra
     assert degraded[:2] == ("True", "SecretNotFound")
     assert "Secret ml-b/asya-broker not found" in degraded[2]
     assert "ResourceFlavor h100 not found" in degraded[2]
-    assert "member worker runs as actor ddp-worker, which AsyncActor ml-b/ddp-worker" in degraded[2]
+    assert (
+        "member worker runs as actor ddp-worker, which AsyncActor ml-b/ddp-worker already runs as"
+        in degraded[2]
+    )
 
 
 def test_the_reactivation_asked_for_is_recorded_as_acted_on():

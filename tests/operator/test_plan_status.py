@@ -188,7 +188,9 @@ def test_a_condition_keeps_its_transition_time_until_its_status_changes():
 def test_nothing_is_missing_when_the_secret_has_both_keys_and_the_flavor_exists():
     actor = async_actor(flavor="general-cpu")
 
-    found = find_problems(actor, "team-a", secret_keys=BOTH_KEYS, flavor=resource_flavor())
+    found = find_problems(
+        actor, "team-a", secret_keys=BOTH_KEYS, flavor=resource_flavor(), keepers={}
+    )
 
     assert found == []
 
@@ -234,6 +236,6 @@ def test_each_missing_object_is_a_problem_naming_it(secret_keys, flavor_found, e
     actor = async_actor(flavor="general-cpu", broker={"secretName": "rabbit"})
     flavor = resource_flavor() if flavor_found else None
 
-    found = find_problems(actor, "team-a", secret_keys=secret_keys, flavor=flavor)
+    found = find_problems(actor, "team-a", secret_keys=secret_keys, flavor=flavor, keepers={})
 
     assert found == expected

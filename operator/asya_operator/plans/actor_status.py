@@ -1,9 +1,9 @@
 """An AsyncActor's status: replicas, the selector the HPA needs, and conditions with reasons.
 
 Pure: the actor, the Deployment's observed status and the problems found (a missing Secret or
-flavor, named) in; the status to write out, typed (`AsyncActorStatus`), as a `StatusPatch` of
-the fields its writer owns. The time a condition changed is an input (`now`), and a condition
-whose status did not change keeps the time it had.
+flavor, its name another's: named) in; the status to write out, typed (`AsyncActorStatus`),
+as a `StatusPatch` of the fields its writer owns. The time a condition changed is an input
+(`now`), and a condition whose status did not change keeps the time it had.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from asya_operator.plans.conditions import (
     newly_true,
     secret_problems,
 )
+from asya_operator.plans.names import Claim, names_taken
 from asya_operator.plans.nodes import Node, Shortage, lacking_accelerators
 from asya_operator.plans.pods import placement_flavor
 from asya_operator.plans.pools import DEFAULT_POOL_LABEL, gpus_per_replica
@@ -48,14 +49,17 @@ def find_problems(
     *,
     secret_keys: Collection[str] | None,
     flavor: ResourceFlavor | None,
+    keepers: Mapping[str, Claim],
     pool_required: bool = False,
 ) -> list[Problem]:
-    """What `actor` needs and lacks: its broker Secret (or a key of it), its flavor, and with
-    `pool_required` (the operator's `require_pool_for_accelerators`) a pool if it asks for GPUs.
+    """What `actor` needs and lacks: its broker Secret (or a key of it), its flavor, with
+    `pool_required` (the operator's `require_pool_for_accelerators`) a pool if it asks for GPUs,
+    and its name (`names.names_taken`: no ActorGroup's member created first runs as it).
 
     `actor` has its effective pool (`pools.with_effective_pool`); `secret_keys` are the keys of
     the Secret `spec.broker.secretName` (None: no such Secret); `flavor` is the ResourceFlavor
-    the actor is placed by (`placement_flavor`) as found (None: not found, or none).
+    the actor is placed by (`placement_flavor`) as found (None: not found, or none);
+    `keepers` who keeps each actor name of the namespace (`names.name_keepers`).
     """
     problems = secret_problems(namespace, actor.spec.broker.secret_name, secret_keys)
     gpus = gpus_per_replica(actor)
@@ -76,6 +80,8 @@ def find_problems(
                 f"ResourceFlavor {wanted} not found: create it or change spec.flavor",
             )
         )
+    taken = names_taken(actor, namespace, keepers)
+    problems += [Problem(Reason.NAME_TAKEN, why) for why in taken]
     return problems
 
 

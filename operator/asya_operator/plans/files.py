@@ -29,6 +29,7 @@ from asya_operator.api.group import ActorGroup
 from asya_operator.api.metadata import actor_name, actor_namespace
 from asya_operator.api.pool import Cohort, ResourcePool
 from asya_operator.api.template import GROUP, VERSION
+from asya_operator.plans.names import NameOwner, claims, name_keepers, names_taken
 
 _API_VERSION = f"{GROUP}/{VERSION}"
 _Cr = AsyncActor | ResourceFlavor | ResourcePool | Cohort | ActorGroup
@@ -168,12 +169,41 @@ class _Reader:
         return name
 
 
+def _check_names(crs: Crs, sources: dict[tuple[str, str, str], str]) -> None:
+    # Two objects of one namespace running as one actor name: the operator keeps it for the
+    # one created first (`names`), taken here as the one whose document comes first.
+    by_namespace: dict[str, list[NameOwner]] = {}
+    for namespace, actor in crs.actors:
+        by_namespace.setdefault(namespace, []).append(actor)
+    for namespace, group in crs.groups:
+        by_namespace.setdefault(namespace, []).append(group)
+
+    for namespace, owners in sorted(by_namespace.items()):
+
+        def key(owner: NameOwner, namespace: str = namespace) -> tuple[str, str, str]:
+            return (owner.kind, namespace, str(owner.metadata["name"]))
+
+        keepers = name_keepers(owners, order=lambda owner: crs.ages[key(owner)])
+        for owner in sorted(owners, key=lambda owner: crs.ages[key(owner)]):
+            refusals = names_taken(owner, namespace, keepers)
+            if refusals:
+                first = refusals[0]
+                keeper = next(keepers[a] for a in claims(owner) if keepers.get(a) is not None)
+                kind, name = owner.kind, owner.metadata["name"]
+                raise CrError(
+                    f"{sources[key(owner)]}: {kind} {namespace}/{name} would be Degraded"
+                    f" (NameTaken), applied after {sources[keeper.kind, namespace, keeper.name]}:"
+                    f" {first}"
+                )
+
+
 def read_crs(documents: Iterable[Document], default_namespace: str) -> Crs:
     """The asya CRs among `documents` (and the Namespaces' labels), checked for what plan needs.
 
     Raises:
-        CrError: a document is not a valid CR, a CR is defined twice, or an actor names a
-            flavor no document defines.
+        CrError: a document is not a valid CR, a CR is defined twice, an actor names a
+            flavor no document defines, or two objects of one namespace run as one actor name
+            (an AsyncActor's, an ActorGroup member's `{group}-{member}`).
     """
     reader = _Reader(default_namespace)
     for doc in documents:
@@ -188,6 +218,7 @@ def read_crs(documents: Iterable[Document], default_namespace: str) -> Crs:
                     f" ActorGroup/{group.metadata['name']} member {member.name} names flavor"
                     f" {wanted}, which no file defines: add its ResourceFlavor"
                 )
+    _check_names(crs, reader.sources)
     for namespace, actor in crs.actors:
         wanted = actor.spec.flavor
         if wanted is not None and wanted not in crs.flavors:

@@ -10,7 +10,8 @@ change keeps the time it had. Conditions:
 - `Preempted`: an instance waits because a higher-priority workload took its quota, named;
 - `Evicted`: an instance is backing off or deactivated after not becoming ready in time;
 - `Degraded`: something the group needs is missing (its Secret, a flavor) or a member's actor
-  name is another actor's; nothing is applied then;
+  name is another's, an AsyncActor's or another group's member's created first
+  (`names`); nothing is applied then;
 - `AcceleratorsUnavailable` (only while it holds): an instance waits for its pods to be ready
   and a member's flavor's nodes advertise none of an accelerator the member asks for, named
   (`find_group_shortage`);
@@ -38,7 +39,6 @@ from asya_operator.api.group import (
     InstanceStatus,
     desired_instances,
     held,
-    member_actor,
 )
 from asya_operator.api.metadata import group_selector
 from asya_operator.config import GangScheduler
@@ -51,6 +51,7 @@ from asya_operator.plans.conditions import (
     secret_problems,
 )
 from asya_operator.plans.gangs import GANG_KINDS
+from asya_operator.plans.names import Claim, names_taken
 from asya_operator.plans.nodes import Node, lacking_accelerators
 from asya_operator.plans.pools import DEFAULT_POOL_LABEL, gpus_per_instance
 from asya_operator.plans.quota import GPU_RESOURCE, requests_of
@@ -63,20 +64,22 @@ def find_group_problems(
     *,
     secret_keys: Collection[str] | None,
     missing_flavors: Collection[str],
-    actor_names: Collection[str],
+    keepers: Mapping[str, Claim],
     pool_required: bool = False,
     unserved_gang_scheduler: GangScheduler | None = None,
     kueue_missing: str | None = None,
 ) -> list[Problem]:
     """What `group` needs and lacks: its broker Secret (or a key of it), the flavors its
-    members are placed by, member actor names no AsyncActor of the namespace has, with
+    members are placed by, its members' actor names (`names.names_taken`: none another object
+    of the namespace runs as, created first), with
     `pool_required` (the operator's `require_pool_for_accelerators`) a pool if it asks for GPUs,
     the PodGroup kind of its gang scheduler where the cluster does not serve it
     (`unserved_gang_scheduler`), and Kueue where it admits and is not installed
     (`kueue_missing`: why).
 
     `group` has its effective pool (`pools.with_effective_pool`); `secret_keys` are the
-    Secret's keys (None: no such Secret); `actor_names` are the namespace's AsyncActors.
+    Secret's keys (None: no such Secret); `keepers` who keeps each actor name of the namespace
+    (`names.name_keepers`).
     """
     problems = secret_problems(namespace, group.spec.broker.secret_name, secret_keys)
     gpus = gpus_per_instance(group)
@@ -108,17 +111,8 @@ def find_group_problems(
                 " (none: the default scheduler)",
             )
         )
-    name = group.metadata["name"]
-    for member in group.spec.members:
-        actor = member_actor(name, member.name)
-        if actor in actor_names:
-            problems.append(
-                Problem(
-                    Reason.NAME_TAKEN,
-                    f"member {member.name} runs as actor {actor}, which AsyncActor"
-                    f" {namespace}/{actor} already is: rename the member or the group",
-                )
-            )
+    taken = names_taken(group, namespace, keepers)
+    problems += [Problem(Reason.NAME_TAKEN, why) for why in taken]
     return problems
 
 

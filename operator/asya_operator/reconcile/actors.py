@@ -9,8 +9,9 @@ An actor's pool is its effective one (`plans.pools`): `spec.pool`, else its name
 `require_pool_for_accelerators`, one asking for GPUs with neither is Degraded (`PoolRequired`).
 
 - **reconcile** (create, resume, update): its Secret and flavor are looked up; if one is
-  missing (or it needs a pool and has none) the actor is `Degraded` (naming it), nothing is
-  applied, and kopf tries again every `recheck_s` until it is there. Otherwise its Deployment,
+  missing (or it needs a pool and has none, or an ActorGroup's member created first runs as
+  its name: `plans.names`) the actor is `Degraded` (naming it), nothing is applied, and kopf
+  tries again every `recheck_s` until it is there. Otherwise its Deployment,
   TriggerAuthentication and ScaledObject and the namespace's end actors are applied, its queues
   and the end actors' declared, and its status written (with `observedGeneration`: all of that
   is done). Only then can `Ready` be True: a client that waits for it finds the queue. While
@@ -26,7 +27,8 @@ An actor's pool is its effective one (`plans.pools`): `spec.pool`, else its name
 - **follow_default_pool** (its namespace's `asya.sh/default-pool` label changed, and it has no
   pool of its own): the reconcile again, from the actor as stored now.
 - **release** (delete, behind kopf's finalizer): the end actors lose this owner, a pass frees
-  its quota, then its queues are deleted unless `keepQueues`. Deletion is never blocked for
+  its quota, then its queues are deleted unless `keepQueues`, or unless a group's member runs
+  as its name too (the queue is the group's: `plans.names`). Deletion is never blocked for
   ever: with no Secret (or no `amqp-url` in it) the queues are left on the broker and a
   warning says so; with the broker unreachable it is tried `queues.DELETE_ATTEMPTS` times,
   then the queues are left the same way.
@@ -61,6 +63,7 @@ from asya_operator.plans.actor_status import (
     status_seen_since,
 )
 from asya_operator.plans.conditions import Problem, Reason
+from asya_operator.plans.names import name_keepers, shared, shared_names
 from asya_operator.plans.pools import with_effective_pool
 from asya_operator.plans.scaling import running_replicas
 from asya_operator.plans.statuses import StatusPatch
@@ -220,6 +223,7 @@ class ActorReconciler:
             (world.secret or {}).get(BROKER_AMQP_URL_KEY),
             namespace,
             [name],
+            shared=shared_names(actor, world.name_owners.staying),
             keep=actor.spec.keep_queues,
             attempt=retry,
             recheck_s=self._config.recheck_s,
@@ -250,6 +254,7 @@ class ActorReconciler:
             namespace,
             secret_keys=world.secret_keys,
             flavor=world.flavor,
+            keepers=name_keepers(world.name_owners.everyone),
             pool_required=self._config.require_pool_for_accelerators,
         )
 
@@ -267,10 +272,13 @@ class ActorReconciler:
         logger.warning("deleted with a spec the operator refuses", extra={"error": str(error)})
         spec = body.get("spec") or {}
         secret = await self._kube.read_secret(namespace, secret_name(spec))
+        name = str(body["metadata"]["name"])
+        others = (await self._kube.name_owners(namespace)).staying
         await release_queues(
             (secret or {}).get(BROKER_AMQP_URL_KEY),
             namespace,
-            [body["metadata"]["name"]],
+            [name],
+            shared=shared([name], others, leaving=("AsyncActor", name)),
             keep=spec.get("keepQueues") is True,
             attempt=retry,
             recheck_s=self._config.recheck_s,

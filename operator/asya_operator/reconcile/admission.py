@@ -78,6 +78,7 @@ from asya_operator.plans.group_status import (
     plan_group_status,
 )
 from asya_operator.plans.instances import Change, Happened
+from asya_operator.plans.names import name_keepers
 from asya_operator.plans.nodes import Node
 from asya_operator.plans.pool_status import (
     find_pool_problems,
@@ -470,7 +471,10 @@ class AdmissionLoop:
         # Sized by its pool, its namespace's default one too: the Deployment runs what is admitted.
         actor = with_effective_pool(actor, await self._kube.namespace_labels(namespace))
         world = await self._kube.world(actor, namespace)
-        if find_problems(actor, namespace, secret_keys=world.secret_keys, flavor=world.flavor):
+        keepers = name_keepers(world.name_owners.everyone)
+        if find_problems(
+            actor, namespace, secret_keys=world.secret_keys, flavor=world.flavor, keepers=keepers
+        ):
             return
         bodies = plan_actor(actor, namespace, world.flavor, self._config)
         deployment, *_others = await self._kube.apply(bodies)
@@ -520,11 +524,12 @@ class AdmissionLoop:
     ) -> bool:
         """Apply the running instances' objects if what runs changed (or the group is to be
         refreshed: its spec changed), and write the status if it says something new. A group
-        that lacks something (its Secret, a flavor, a member name an AsyncActor has, its gang
-        scheduler's PodGroup kind) is Degraded and gets no objects. Whether its status names a
-        flavor whose nodes lack an accelerator. With Kueue admitting, `shown` is what the
-        status says of the instances (Kueue's decisions) and `applied` what runs now (the
-        StatefulSets as they are), since the status no longer tells that."""
+        that lacks something (its Secret, a flavor, a member's actor name another object
+        created first runs as, its gang scheduler's PodGroup kind) is Degraded and gets no
+        objects. Whether its status names a flavor whose nodes lack an accelerator. With Kueue
+        admitting, `shown` is what the status says of the instances (Kueue's decisions) and
+        `applied` what runs now (the StatefulSets as they are), since the status no longer
+        tells that."""
         name = group.metadata["name"]
         running = {i: held(s) for i, s in sorted(states.items()) if s.phase in HOLDING}
         before = applied
@@ -539,7 +544,7 @@ class AdmissionLoop:
             namespace,
             secret_keys=None if secret is None else set(secret),
             missing_flavors=wanted - set(flavors),
-            actor_names=await self._kube.actor_names(namespace),
+            keepers=name_keepers((await self._kube.name_owners(namespace)).everyone),
             pool_required=self._config.require_pool_for_accelerators,
             unserved_gang_scheduler=unserved_gang_scheduler,
             kueue_missing=kueue_missing,

@@ -6,12 +6,14 @@ objects from its new spec (`settle(refresh=...)`). What is the group's own is he
 - **reconcile** (create, resume, update): after that pass, the namespace's end actors (the
   group is one of their owners) and its members' queues declared (before the first envelope,
   as for any actor); `observedGeneration` is written last. While it lacks something (its
-  Secret, a flavor, a member name an AsyncActor has) the pass leaves it `Degraded` with
-  nothing applied, and kopf tries again every `recheck_s`.
+  Secret, a flavor, a member's actor name, which an AsyncActor or another group's member
+  created first runs as: `plans.names`) the pass leaves it `Degraded` with nothing applied,
+  and kopf tries again every `recheck_s`.
 - **release** (delete, behind kopf's finalizer): a pass (its quota is free for others), its
   StatefulSets and Services deleted (Kubernetes' garbage collector would too: they are
   owned), the end actors lose this owner, and its members' queues are deleted unless
-  `keepQueues`.
+  `keepQueues`, but for those whose actor name another object runs as too (a refused group's
+  queues are the keeper's; a keeper's stay for the object refused its name).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from asya_operator.kube import Kube
 from asya_operator.plans.actor_objects import end_actor_owners, plan_end_actors
 from asya_operator.plans.conditions import Reason
 from asya_operator.plans.group_status import plan_group_refused_status, plan_observed_generation
+from asya_operator.plans.names import shared, shared_names
 from asya_operator.queues import declare_actor_queues, release_queues
 
 
@@ -118,6 +121,7 @@ class GroupReconciler:
             (world.secret or {}).get(BROKER_AMQP_URL_KEY),
             namespace,
             [member_actor(name, m.name) for m in group.spec.members],
+            shared=shared_names(group, world.name_owners.staying),
             keep=group.spec.keep_queues,
             attempt=retry,
             recheck_s=self._config.recheck_s,
@@ -156,10 +160,13 @@ class GroupReconciler:
             if isinstance(m, Mapping) and m.get("name")
         ]
         secret = await self._kube.read_secret(namespace, secret_name(spec))
+        actors = [member_actor(name, member) for member in members]
+        others = (await self._kube.name_owners(namespace)).staying
         await release_queues(
             (secret or {}).get(BROKER_AMQP_URL_KEY),
             namespace,
-            [member_actor(name, member) for member in members],
+            actors,
+            shared=shared(actors, others, leaving=("ActorGroup", name)),
             keep=spec.get("keepQueues") is True,
             attempt=retry,
             recheck_s=self._config.recheck_s,
