@@ -7,7 +7,7 @@ admission what-if for them (`asya_operator.plans.whatif`). Each CR is checked as
 would check it on `kubectl apply` (`asya_operator.plans.files`); a bad one exits 2 with one line
 naming the file, the object, the field and what to fix.
 
-`asya-operator run [--namespace NS] [--verbose]` runs the controller
+`asya-operator run [--namespace NS ...] [--verbose]` runs the controller
 (`asya_operator.handlers`) with kopf until interrupted: in a pod with its service account,
 elsewhere with the kubeconfig (`KUBECONFIG`, or `~/.kube/config`). Its settings come from
 `ASYA_OPERATOR_*` variables.
@@ -84,7 +84,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--namespace",
-        help="watch AsyncActors in this namespace only (default: every namespace)",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="watch AsyncActors and ActorGroups in this namespace only; repeat it for several"
+        " (default: every namespace)",
     )
     run.add_argument(
         "--verbose", action="store_true", help="log kopf's and the handlers' steps (DEBUG)"
@@ -101,10 +105,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"asya-operator run: {exc}", file=sys.stderr)
         return 2
     configure_logging(process, verbose=args.verbose)
-    registry = build(config, namespace=args.namespace).registry
+    namespaces = list(dict.fromkeys(args.namespace))  # each once, in the order given
+    registry = build(config, namespaces=namespaces).registry
     # A registry of its own gets none of kopf's default login handlers: the client's config.
     kopf.on.login(registry=registry)(kopf.login_via_client)
-    namespaces = [args.namespace] if args.namespace else []
     # Standalone: one replica, no KopfPeering objects to coordinate through.
     kopf.run(registry=registry, standalone=True, clusterwide=not namespaces, namespaces=namespaces)
     return 0

@@ -240,15 +240,20 @@ class GangStates:
     scheduler's words (`plans.gangs.unplaced_reason`)."""
 
 
+Scope = tuple[str, ...] | None
+"""The namespaces the operator watches; None: every namespace."""
+
+
 class Kube:
     """The cluster, as the operator reads and writes it (see the module docstring).
 
-    `namespace` is the one namespace the operator watches (None: every namespace): admission
-    then decides over that namespace's actors and groups only, as a namespaced operator may
-    neither read nor write another's (its pools are to be its own; docs/kubernetes.md)."""
+    `namespaces` are those the operator watches (none: every namespace): admission then
+    decides over their actors and groups only, each listed in its namespace, as an operator
+    given a Role in each may neither read nor write another's (its pools are to be its own;
+    docs/kubernetes.md)."""
 
-    def __init__(self, namespace: str | None = None, *, timeout_s: float = CALL_TIMEOUT_S) -> None:
-        self._namespace = namespace
+    def __init__(self, *namespaces: str, timeout_s: float = CALL_TIMEOUT_S) -> None:
+        self._scope: Scope = tuple(namespaces) or None
         self._timeout_s = timeout_s
         self._nodes_unread = False
 
@@ -305,7 +310,7 @@ class Kube:
         effective pool in `spec.pool` (its namespace's default pool where it names none:
         `pools.with_effective_pool`); and the cluster's Nodes (`read_nodes`)."""
         nodes = await self.read_nodes()
-        return await self._call(_read_admission_world, self._namespace, nodes)
+        return await self._call(_read_admission_world, self._scope, nodes)
 
     async def read_nodes(self) -> list[Node] | None:
         """The cluster's Nodes; None when they cannot be listed (no RBAC on nodes, the API
@@ -348,14 +353,14 @@ class Kube:
 
     async def kueue_workloads(self) -> KueueWorkloads:
         """Kueue's Workloads in the operator's scope."""
-        return await self._call(_kueue_workloads, self._namespace)
+        return await self._call(_kueue_workloads, self._scope)
 
     async def gang_states(self, schedulers: Collection[GangScheduler]) -> GangStates:
         """Which of `schedulers` the cluster serves the PodGroups of, and what they say of the
         instances they cannot place whole."""
         if not schedulers:
             return GangStates(served=set(), unplaced={})
-        return await self._call(_gang_states, self._namespace, sorted(schedulers))
+        return await self._call(_gang_states, self._scope, sorted(schedulers))
 
     async def delete(self, namespace: str, objects: Collection[tuple[str, str]]) -> None:
         """Delete each (kind, name) of `namespace` the operator made (a StatefulSet, a Service,
@@ -464,8 +469,11 @@ def _read_flavors(api: ApiClient, names: Iterable[str]) -> dict[str, ResourceFla
 
 
 def _list(
-    api: ApiClient, kind: Kind, namespace: str | None = None, selector: str | None = None
+    api: ApiClient, kind: Kind, namespace: str | Scope = None, selector: str | None = None
 ) -> list[dict[str, Any]]:
+    """`kind`'s objects in `namespace`, in each of several, or in every one (None)."""
+    if isinstance(namespace, tuple):
+        return [item for each in namespace for item in _list(api, kind, each, selector)]
     custom = CustomObjectsApi(api)
     listed: dict[str, Any]
     if namespace is None:
@@ -513,7 +521,7 @@ def _list_nodes(api: ApiClient) -> list[Node]:
 
 
 def _read_admission_world(
-    api: ApiClient, namespace: str | None, nodes: list[Node] | None
+    api: ApiClient, namespace: Scope, nodes: list[Node] | None
 ) -> AdmissionWorld:
     def live(kind: str) -> list[dict[str, Any]]:
         scope = namespace if KINDS[kind].namespaced else None
@@ -715,7 +723,7 @@ def _list_served(
         return []
 
 
-def _kueue_workloads(api: ApiClient, namespace: str | None) -> KueueWorkloads:
+def _kueue_workloads(api: ApiClient, namespace: Scope) -> KueueWorkloads:
     try:
         items = _list(api, KINDS["Workload"], namespace)
     except ApiException as exc:
@@ -727,7 +735,7 @@ def _kueue_workloads(api: ApiClient, namespace: str | None) -> KueueWorkloads:
 
 
 def _gang_states(
-    api: ApiClient, namespace: str | None, schedulers: Iterable[GangScheduler]
+    api: ApiClient, namespace: Scope, schedulers: Iterable[GangScheduler]
 ) -> GangStates:
     served: set[GangScheduler] = set()
     unplaced = {}

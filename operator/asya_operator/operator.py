@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import kopf
@@ -54,12 +54,12 @@ class Operator:
 def build(
     config: OperatorConfig,
     *,
-    namespace: str | None = None,
+    namespaces: Sequence[str] = (),
     clock: Callable[[], float] = time.time,
 ) -> Operator:
-    """The operator for `config`, its handlers on `Operator.registry`: watching `namespace`
-    only, or every namespace (None); `clock` is the admission loop's (Unix seconds)."""
-    kube = Kube(namespace, timeout_s=config.api_timeout_s)
+    """The operator for `config`, its handlers on `Operator.registry`: watching `namespaces`
+    only, or every namespace (none); `clock` is the admission loop's (Unix seconds)."""
+    kube = Kube(*namespaces, timeout_s=config.api_timeout_s)
     admission = AdmissionLoop(kube, config, clock=clock)
     actors = ActorReconciler(
         kube, config, settle=admission.settle, between_passes=admission.between_passes

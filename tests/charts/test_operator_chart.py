@@ -225,6 +225,8 @@ def test_a_service_monitor_without_the_service_is_refused():
         ({"config": {"recheckS": "soon"}}, "/config/recheckS"),
         ({"logLevel": "LOUD"}, "/logLevel"),
         ({"watchNamespace": "Team_A"}, "/watchNamespace"),
+        ({"watchNamespace": ["team-a", "Team_B"]}, "/watchNamespace"),
+        ({"watchNamespace": ["team-a", "team-a"]}, "are equal"),
         ({"port": 70000}, "/port"),
     ],
 )

@@ -1,5 +1,6 @@
 """The asya-operator chart's RBAC: everything the operator calls, nothing more, and with
-`watchNamespace` set, namespaced access (Secrets first of all) only in that namespace.
+`watchNamespace` set (a namespace or a list), namespaced access (Secrets first of all) only
+in those namespaces.
 
 What the operator calls, read from its code: kopf watches AsyncActors, ActorGroups, their
 Deployments and StatefulSets and Secrets in the namespaces it serves (`asya-operator run
@@ -77,7 +78,14 @@ def _granted(role: dict[str, Any]) -> set[Rule]:
 
 
 def _by_namespace(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
-    return {obj["metadata"]["namespace"]: obj for obj in of_kind(objects, kind).values()}
+    # Not `of_kind`, which keys by name: the Roles of several namespaces share their name.
+    found: dict[str, dict[str, Any]] = {}
+    for obj in objects:
+        if obj["kind"] == kind:
+            namespace = obj["metadata"]["namespace"]
+            assert namespace not in found, f"two {kind}s in {namespace}"
+            found[namespace] = obj
+    return found
 
 
 def _bound_to_the_operator(binding: dict[str, Any], role: dict[str, Any]) -> bool:
@@ -146,7 +154,37 @@ def test_watching_the_operators_own_namespace_is_one_role_there():
     assert ("", "secrets", "watch") in _granted(roles[NAMESPACE])
 
 
-@pytest.mark.parametrize("watch", ["", WATCHED], ids=["every namespace", "one namespace"])
+def test_watching_several_namespaces_is_a_role_in_each_and_secrets_nowhere_else():
+    watched = [WATCHED, "team-b"]
+    objects = rendered(OPERATOR_CHART, {**OPERATOR_IMAGES, "watchNamespace": watched})
+
+    (cluster_role,) = of_kind(objects, "ClusterRole").values()
+    roles = _by_namespace(objects, "Role")
+    bindings = _by_namespace(objects, "RoleBinding")
+    assert _granted(cluster_role) == CLUSTER_WIDE
+    assert set(roles) == set(bindings) == {WATCHED, "team-b", NAMESPACE}
+    for namespace in (WATCHED, "team-b"):
+        assert _granted(cluster_role) | _granted(roles[namespace]) >= NEEDED
+        assert _bound_to_the_operator(bindings[namespace], roles[namespace])
+    (deployment,) = of_kind(objects, "Deployment").values()
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["run", "--namespace", WATCHED, "--namespace", "team-b"]
+
+
+def test_an_empty_list_watches_every_namespace():
+    objects = rendered(OPERATOR_CHART, {**OPERATOR_IMAGES, "watchNamespace": []})
+
+    (deployment,) = of_kind(objects, "Deployment").values()
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["run"]
+    assert of_kind(objects, "Role") == {}
+
+
+@pytest.mark.parametrize(
+    "watch",
+    ["", WATCHED, [WATCHED, "team-b"]],
+    ids=["every namespace", "one namespace", "two namespaces"],
+)
 def test_the_rbac_objects_are_valid_and_lint_clean(watch):
     values = {**OPERATOR_IMAGES, "watchNamespace": watch}
 

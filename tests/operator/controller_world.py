@@ -26,7 +26,8 @@ def operator_registry(namespace: str | None = None) -> kopf.OperatorRegistry:
     """The real operator's handlers, built as `asya-operator run` builds them, with the
     config the test's environment sets (`ASYA_OPERATOR_*`): for every namespace, or
     `namespace` only (`--namespace`)."""
-    return build(load_operator_config(os.environ), namespace=namespace).registry
+    namespaces = () if namespace is None else (namespace,)
+    return build(load_operator_config(os.environ), namespaces=namespaces).registry
 
 
 ACTORS = f"{GROUP}/{VERSION}/asyncactors"

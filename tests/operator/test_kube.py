@@ -50,6 +50,34 @@ async def test_a_namespaced_client_reads_the_admission_world_of_its_namespace_on
     assert [p.metadata["name"] for p in scoped.pools] == ["team-a"]
 
 
+async def test_a_client_given_several_namespaces_reads_each_of_them_and_no_other(
+    world, quota, kube
+):
+    create, _patch = quota
+    await create("resourcepools", pool_body(4))
+    custom = CustomObjectsApi(kube)
+    second, unwatched = f"{world.namespace}-b", f"{world.namespace}-c"
+    await world.create_actor(gpu_actor("first", replicas=1))
+    for namespace, name in ((second, "second"), (unwatched, "unwatched")):
+        await asyncio.to_thread(
+            custom.create_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            "asyncactors",
+            gpu_actor(name, replicas=1),
+        )
+    client = Kube(world.namespace, second)
+    await client.connect()
+
+    scoped = await client.admission_world()
+
+    assert sorted((ns, a.metadata["name"]) for ns, a in scoped.actors) == [
+        (world.namespace, "first"),
+        (second, "second"),
+    ]
+
+
 class SilentServer:
     """A TCP server that accepts connections, reads requests and never answers: an API server
     that hangs. Closing it closes every connection it took."""

@@ -136,3 +136,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
   verbs: ["get", "list", "watch"]
 {{ include "asya-operator.eventRules" . }}
 {{- end -}}
+
+{{- /* The namespaces watched, as a list: watchNamespace may be one name or a list; empty or
+       unset is every namespace (an empty list). */ -}}
+{{- define "asya-operator.watched" -}}
+{{- $watch := .Values.watchNamespace | default list -}}
+{{- if kindIs "string" $watch -}}
+{{- $watch = list $watch -}}
+{{- end -}}
+{{- toJson (uniq $watch) -}}
+{{- end -}}

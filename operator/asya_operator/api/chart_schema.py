@@ -49,6 +49,7 @@ CHARTS: Final = Path(__file__).resolve().parents[3] / "charts"
 
 _DRAFT: Final = "http://json-schema.org/draft-07/schema#"
 _DNS_LABEL_OR_EMPTY: Final = r"^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$"
+_DNS_LABEL: Final = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 OPERATOR_CONFIG_OWN_VALUES: Final = frozenset({"sidecar_image", "port"})
 """OperatorConfig fields the operator chart sets from values of their own (`sidecar.image`
 and `port`), not from `config`."""
@@ -299,9 +300,16 @@ def operator_values_schema() -> dict[str, Any]:
                 "required": ["image"],
             },
             "watchNamespace": {
-                "type": "string",
-                "pattern": _DNS_LABEL_OR_EMPTY,
-                "description": "Watch AsyncActors in this namespace only; empty = every one.",
+                "anyOf": [
+                    {"type": "string", "pattern": _DNS_LABEL_OR_EMPTY},
+                    {
+                        "type": "array",
+                        "items": {"type": "string", "pattern": _DNS_LABEL, "minLength": 1},
+                        "uniqueItems": True,
+                    },
+                ],
+                "description": "Watch AsyncActors and ActorGroups in this namespace only, or in"
+                " these (a list); empty = every one.",
             },
             "logLevel": {"enum": ["DEBUG", "INFO", "WARNING", "ERROR"]},
             "logFormat": {"enum": ["text", "json"]},
