@@ -84,6 +84,7 @@ class Leader:
                 )
             with listen("", port()) as server:
                 self.gang = lead(me, server)
+
     def close(self) -> None:
         """asya calls it once when the worker stops: hang up on the other ranks."""
         self.gang.close()

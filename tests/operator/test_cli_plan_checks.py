@@ -205,3 +205,44 @@ def test_a_field_left_empty_is_taken_as_absent_as_the_api_server_drops_its_null(
     assert (code, err) == (0, "")
     (scaled,) = [o for o in yaml.safe_load_all(out) if o["kind"] == "ScaledObject"]
     assert scaled["spec"]["maxReplicaCount"] == 10
+
+
+_HOSTS = ", ".join(f"node-{i}" for i in range(300))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        ACTOR + "  volumes:\n    - {name: pages, emptyDir: {medium: HugePages-2Mi}}\n",
+        ACTOR + "  volumes:\n    - {name: pages, emptyDir: {medium: HugePages}}\n",
+        ACTOR + "  volumes:\n    - {name: scratch, emptyDir: {medium: ''}}\n",
+        ACTOR
+        + "  affinity:\n    nodeAffinity:\n"
+        + "      requiredDuringSchedulingIgnoredDuringExecution:\n"
+        + "        nodeSelectorTerms:\n          - matchExpressions:\n"
+        + f"              - {{key: kubernetes.io/hostname, operator: In, values: [{_HOSTS}]}}\n",
+    ],
+    ids=["huge-pages-of-a-size", "huge-pages", "the-node-disk", "three-hundred-hosts"],
+)
+def test_what_core_takes_in_a_typed_field_is_taken(capsys, tmp_path, text):
+    code, out, err = plan_file(capsys, tmp_path, text)
+
+    assert (code, err) == (0, "")
+    (deployment,) = [
+        o
+        for o in yaml.safe_load_all(out)
+        if o["kind"] == "Deployment" and o["metadata"]["name"] == "score"
+    ]
+    assert deployment["spec"]["template"]["spec"]
+
+
+def test_an_empty_affinity_adds_nothing_to_the_pod(capsys, tmp_path):
+    code, out, _ = plan_file(capsys, tmp_path, ACTOR + "  affinity: {}\n")
+
+    (deployment,) = [
+        o
+        for o in yaml.safe_load_all(out)
+        if o["kind"] == "Deployment" and o["metadata"]["name"] == "score"
+    ]
+    assert code == 0
+    assert "affinity" not in deployment["spec"]["template"]["spec"]

@@ -31,7 +31,9 @@ _Core = {"frozen": True, "kw_only": True, "rename": "camel", "omit_defaults": Tr
 """How every type here is declared: camelCase on the wire, unset fields left out."""
 
 _Weight = Annotated[int, _doc("Weight, 1 to 100: higher is preferred more.", ge=1, le=100)]
-_Strings = Annotated[list[str], msgspec.Meta(max_length=256)]
+# No bound on these lists: core has none (a node affinity may list hundreds of hosts), and no
+# CEL rule walks them.
+_Strings = list[str]
 
 
 class NodeSelectorRequirement(msgspec.Struct, **_Core):
@@ -162,8 +164,11 @@ class EmptyDirVolumeSource(msgspec.Struct, **_Core):
     """A directory that lives as long as the pod (core EmptyDirVolumeSource)."""
 
     medium: Annotated[
-        Literal["", "Memory"] | None,
-        _doc("Memory: a tmpfs (the /dev/shm recipe); unset or '': the node's disk."),
+        Annotated[str, msgspec.Meta(pattern=r"^(|Memory|HugePages(-.+)?)$")] | None,
+        _doc(
+            "Memory: a tmpfs (the /dev/shm recipe); HugePages or HugePages-<size>: huge pages;"
+            " unset or '': the node's disk."
+        ),
     ] = None
     size_limit: Annotated[
         Annotated[str, msgspec.Meta(pattern=QUANTITY_PATTERN)] | int | None,

@@ -341,8 +341,9 @@ def placement(
     found: dict[str, Any] = {}
     if template is not None:
         selector |= template.node_selector or {}
-        if template.affinity:
-            found["affinity"] = msgspec.to_builtins(template.affinity)
+        affinity = msgspec.to_builtins(template.affinity) if template.affinity else None
+        if affinity:  # `affinity: {}` says nothing: left out, as before it was typed
+            found["affinity"] = affinity
     if flavor is not None:
         spec = flavor.spec
         selector |= spec.node_labels or {}
