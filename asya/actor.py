@@ -402,16 +402,22 @@ def _require_no_arg_init(cls: type, name: str) -> None:
 
 
 def _require_no_arg_close(cls: type, name: str) -> None:
-    close = getattr(cls, "close", None)
+    close = inspect.getattr_static(cls, "close", None)
     if close is None:
         return
-    if not inspect.isfunction(close):
+    if isinstance(close, staticmethod):
+        func, skip = close.__func__, 0
+    elif isinstance(close, classmethod):
+        func, skip = close.__func__, 1
+    elif inspect.isfunction(close):
+        func, skip = close, 1
+    else:
         raise ActorDefinitionError(
             f"@actor '{name}': {cls.__qualname__}.close must be a method, close(self), which"
             " asya calls once when the worker stops",
             actor=name,
         )
-    params = list(inspect.signature(close).parameters.values())[1:]
+    params = list(inspect.signature(func).parameters.values())[skip:]
     required = [p.name for p in params if p.default is p.empty and p.kind in _POSITIONAL_OR_KW]
     if required:
         raise ActorDefinitionError(

@@ -175,25 +175,29 @@ class LocalInvoker:
         self._on_abandon = on_abandon
         self._threads = _DaemonThreads(f"asya-{spec.name}")
         self._func: Callable[..., Any] | None = None
+        self._starting = asyncio.Lock()
+        self._closed = False
 
     async def start(self) -> None:
         """Instantiate a class actor (its `__init__` may load a model: it runs on a thread).
+        Once closed, nothing is made any more (a later call is `NotStarted`).
 
         Raises:
             ActorDefinitionError: the class's `__init__` raised.
         """
-        if self._func is not None:
-            return
-        if not self.spec.is_class:
-            self._func = self.spec.target
-            return
-        try:
-            self._func = await asyncio.wrap_future(self._threads.submit(self.spec.target))
-        except Exception as exc:
-            raise ActorDefinitionError(
-                f"actor '{self.spec.name}': {self.spec.qualname}() raised {exc!r}",
-                actor=self.spec.name,
-            ) from exc
+        async with self._starting:
+            if self._func is not None or self._closed:
+                return
+            if not self.spec.is_class:
+                self._func = self.spec.target
+                return
+            try:
+                self._func = await asyncio.wrap_future(self._threads.submit(self.spec.target))
+            except Exception as exc:
+                raise ActorDefinitionError(
+                    f"actor '{self.spec.name}': {self.spec.qualname}() raised {exc!r}",
+                    actor=self.spec.name,
+                ) from exc
 
     def drain(self) -> None:
         self._gate.turn_away()
@@ -203,30 +207,48 @@ class LocalInvoker:
         self._gate.close()
 
     async def aclose(self) -> None:
-        """Start no more calls; a class actor's `close()`, if it has one, runs now (once)."""
+        """Start no more calls; a class actor's `close()`, if it has one, runs now (once),
+        after an `__init__` in progress has returned."""
         self._gate.close()
-        instance, self._func = (self._func if self.spec.is_class else None), None
-        if instance is not None:
-            await self._close(instance)
-        self._threads.close()
+        try:
+            async with self._starting:
+                self._closed = True
+                instance, self._func = (self._func if self.spec.is_class else None), None
+            if instance is not None:
+                await self._close(instance)
+        finally:
+            self._threads.close()
 
     async def _close(self, instance: Any) -> None:
         """Call `instance.close()` (sync on a thread, or awaited), bounded by the actor's
-        timeout; what it raises, or a timeout, is logged: the worker stops all the same."""
+        timeout; what it raises, or a timeout, is logged: the worker stops all the same. Not
+        while a call still runs on a thread (one that ran past its timeout cannot be stopped
+        in this process): closing what it uses under it could crash it or corrupt its result."""
         close = getattr(instance, "close", None)
         if not callable(close):
             return
         name, limit_s = self.spec.name, self.spec.timeout_s
+        running = self._threads.running
+        if running:
+            log.warning(
+                "close() not called: calls that ran past their timeout still run on threads",
+                extra={"actor": name, "running": running},
+            )
+            return
         try:
             if inspect.iscoroutinefunction(close):
                 await asyncio.wait_for(close(), limit_s)
             else:
                 future = self._threads.submit(close)
                 try:
-                    await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), limit_s)
+                    done = await asyncio.wait_for(
+                        asyncio.shield(asyncio.wrap_future(future)), limit_s
+                    )
                 except TimeoutError:
                     self._threads.abandon(future)
                     raise
+                if inspect.isawaitable(done):  # a sync `close` that hands back a coroutine
+                    await asyncio.wait_for(done, limit_s)
         except TimeoutError:
             log.warning(
                 "close() ran past the actor's timeout; the worker stops without it",
@@ -499,6 +521,7 @@ class _DaemonThreads:
         self._lock = threading.Lock()
         self._by_future: dict[concurrent.futures.Future[Any], _Job] = {}
         self._closed = False
+        self._running = 0
 
     def submit(self, func: Callable[..., R], *args: Any) -> concurrent.futures.Future[R]:
         future: concurrent.futures.Future[R] = concurrent.futures.Future()
@@ -522,6 +545,16 @@ class _DaemonThreads:
         if job is not None:
             job.abandoned = True
 
+    def _ended(self) -> None:
+        with self._lock:
+            self._running -= 1
+
+    @property
+    def running(self) -> int:
+        """Jobs running now, abandoned ones included."""
+        with self._lock:
+            return self._running
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -535,10 +568,17 @@ class _DaemonThreads:
             if job is None:
                 return
             if job.future.set_running_or_notify_cancel():
+                with self._lock:
+                    self._running += 1
+                # Counted out before its future is done: whoever awaits it sees it ended.
                 try:
-                    job.future.set_result(job.func(*job.args))
+                    result = job.func(*job.args)
                 except BaseException as exc:
+                    self._ended()
                     job.future.set_exception(exc)
+                else:
+                    self._ended()
+                    job.future.set_result(result)
             with self._lock:
                 self._by_future.pop(job.future, None)
                 if job.abandoned or self._closed:

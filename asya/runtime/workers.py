@@ -239,8 +239,10 @@ class ProcessInvoker:
         for task in list(self._replacing):
             task.cancel()
         await asyncio.gather(*self._replacing, return_exceptions=True)
-        for worker in list(self._workers):
-            await self._stop(worker, grace_s=self._kill_grace_s)
+        # All at once: each closes its instance within the grace, not one grace after another.
+        await asyncio.gather(
+            *(self._stop(worker, grace_s=self._kill_grace_s) for worker in list(self._workers))
+        )
         self._workers.clear()
 
     async def _acquire(self, drains: int) -> _Worker | None:

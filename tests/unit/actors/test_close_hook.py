@@ -6,17 +6,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import threading
 
 import pytest
 
 from asya import actor
 from asya.actor import REGISTRY, spec_of
 from asya.clock import SystemClock
+from asya.envelope import Reason
 from asya.errors import ActorDefinitionError
 from asya.handler import LocalInvoker
 from asya.local.discovery import App
 from asya.local.mesh import MeshOptions
 from asya.local.runner import DevOptions, run_dev
+from asya.outcome import NotStarted
 from asya.testing import call_actor
 from tests.factories import envelope
 
@@ -158,3 +161,118 @@ async def test_asya_dev_closes_every_worker_it_started_when_the_run_ends():
 
     assert made
     assert sorted(map(id, closed)) == sorted(map(id, made))
+
+
+async def test_close_is_not_called_while_a_call_that_ran_past_its_timeout_still_runs(caplog):
+    release, events = threading.Event(), []
+
+    @actor(name="x", timeout_s=0.05)
+    class Model:
+        def __call__(self, doc):
+            release.wait(10)
+            events.append("call-end")
+            return doc
+
+        def close(self):
+            events.append("close")
+
+    invoker = LocalInvoker(spec_of(Model))
+    [outcome] = await invoker.invoke([envelope("x", ["next"])])
+    with caplog.at_level(logging.WARNING, logger="asya.handler"):
+        await invoker.aclose()
+    release.set()
+
+    assert outcome.reason is Reason.TIMEOUT
+    assert events == []
+    assert "close() not called" in caplog.text
+
+
+async def test_nothing_is_made_or_run_once_closed():
+    made = []
+
+    @actor(name="x")
+    class Model:
+        def __init__(self):
+            made.append(self)
+
+        def __call__(self, doc):
+            return doc
+
+        def close(self):
+            pass
+
+    invoker = LocalInvoker(spec_of(Model))
+    await invoker.aclose()
+    outcomes = await invoker.invoke([envelope("x", ["next"])])
+
+    assert outcomes == [NotStarted()]
+    assert made == []
+
+
+async def test_a_close_while_init_runs_waits_for_it_and_closes_what_it_made():
+    in_init, release, events = threading.Event(), threading.Event(), []
+
+    @actor(name="x")
+    class Model:
+        def __init__(self):
+            in_init.set()
+            release.wait(10)
+            events.append("init")
+
+        def __call__(self, doc):
+            return doc
+
+        def close(self):
+            events.append("close")
+
+    invoker = LocalInvoker(spec_of(Model))
+    starting = asyncio.create_task(invoker.start())
+    await asyncio.to_thread(in_init.wait, 10)
+    closing = asyncio.create_task(invoker.aclose())
+    await asyncio.sleep(0)
+    release.set()
+    await starting
+    await closing
+
+    assert events == ["init", "close"]
+
+
+async def test_a_classmethod_close_is_called_and_a_staticmethod_needing_an_argument_refused():
+    events = []
+
+    @actor(name="x")
+    class Pool:
+        def __call__(self, doc):
+            return doc
+
+        @classmethod
+        def close(cls):
+            events.append(cls.__name__)
+
+    invoker = LocalInvoker(spec_of(Pool))
+    await invoker.invoke([envelope("x", ["next"])])
+    await invoker.aclose()
+
+    assert events == ["Pool"]
+    with pytest.raises(ActorDefinitionError, match=r"it requires force"):
+
+        @actor(name="y")
+        class Model:
+            def __call__(self, doc):
+                return doc
+
+            @staticmethod
+            def close(force):
+                pass
+
+
+def test_a_close_with_a_required_keyword_only_argument_is_refused():
+    with pytest.raises(ActorDefinitionError, match=r"it requires force"):
+
+        @actor(name="x")
+        class Model:
+            def __call__(self, doc):
+                return doc
+
+            def close(self, *, force):
+                pass
