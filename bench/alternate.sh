@@ -7,12 +7,13 @@
 #
 # Each commit is checked out in a worktree under $ALTERNATE_DIR (default /tmp/asya-alternate)
 # and run with this checkout's .venv, its own code first on PYTHONPATH. Extra options for the
-# bench go in BENCH_ARGS (default: --count 8000 --rates 20 --light-count 100 --batch-sizes '').
+# bench go in BENCH_ARGS (default: --count 8000 --rates 20 --light-count 100 --batch-sizes '');
+# not --rounds: ROUNDS is the rounds here, and each run's first is the one read.
 # The JSON of every run stays in $ALTERNATE_DIR/results.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$#" -lt 2 ]; then
-  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 rounds=$1

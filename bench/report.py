@@ -142,8 +142,9 @@ def _resources(runs: Iterable[dict[str, Any]]) -> list[str]:
         total = sum(own.values())
         env = [f"{role} {per[role]:.3f}" for role in _ENVIRONMENT_ROLES if role in per]
         rss = ", ".join(f"{role} {mib:.0f}" for role, mib in run["peak_rss_mib"].items())
+        name = run["contender"] + (f" #{run['round'] + 1}" if "round" in run else "")
         lines.append(
-            f"  {run['queue_type']:8} {run['contender']:14} total {total:.3f} ({', '.join(parts)});"
+            f"  {run['queue_type']:8} {name:14} total {total:.3f} ({', '.join(parts)});"
             f" {', '.join(env)} | RSS {rss}"
         )
     return lines
