@@ -18,14 +18,19 @@ POOL = "asya.sh/default-pool"
 class Reactions:
     """Stands for the actor reconciler and the admission loop: records what is asked of them."""
 
-    def __init__(self, *, failing: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, *, failing: frozenset[str] = frozenset(), broken: frozenset[str] = frozenset()
+    ) -> None:
         self.seen: list[tuple[str, ...]] = []
         self._failing = failing
+        self.broken = set(broken)
 
     async def follow_default_pool(self, namespace: str, name: str, logger: Any) -> None:
         self.seen.append(("reconcile", namespace, name))
         if name in self._failing:
             raise kopf.TemporaryError("Degraded, nothing applied: the broker is unreachable")
+        if name in self.broken:
+            raise TimeoutError("the API server did not answer")
 
     def request(self, *, refresh: tuple[str, str] | None = None) -> int:
         assert refresh is not None
@@ -117,3 +122,47 @@ async def test_an_actor_whose_reconcile_fails_does_not_stop_the_others():
     await deliver(handlers, "MODIFIED", {POOL: "team-a"})
 
     assert reactions.seen == REACTION
+
+
+async def test_an_actor_the_api_failed_for_is_tried_again_at_the_namespaces_next_event():
+    reactions = Reactions(broken=frozenset({"embed"}))
+    handlers = handlers_with(reactions)
+    await deliver(handlers, None, {})
+
+    await deliver(handlers, "MODIFIED", {POOL: "team-a"})
+    reactions.broken.clear()
+    await deliver(handlers, "MODIFIED", {POOL: "team-a"})  # no change to the label itself
+    await deliver(handlers, "MODIFIED", {POOL: "team-a"})
+
+    assert reactions.seen == REACTION * 2
+
+
+async def test_a_namespace_with_no_pool_less_object_asks_nothing():
+    reactions = Reactions()
+    handlers = handlers_with(reactions)
+    await handlers.follow_namespace(
+        event={"type": None, "object": {}},
+        name="empty",
+        labels={},
+        logger=logging.getLogger(__name__),
+        pool_less_actors={},
+        pool_less_groups={},
+    )
+
+    await handlers.follow_namespace(
+        event={"type": "MODIFIED", "object": {}},
+        name="empty",
+        labels={POOL: "team-a"},
+        logger=logging.getLogger(__name__),
+        pool_less_actors={},
+        pool_less_groups={},
+    )
+
+    assert reactions.seen == []
+
+
+async def test_an_object_that_gained_a_pool_leaves_the_index():
+    from asya_operator.handlers.namespaces import _pool_less
+
+    assert await _pool_less(namespace="ml-a", name="embed", spec={}) == {"ml-a": "embed"}
+    assert await _pool_less(namespace="ml-a", name="embed", spec={"pool": "team-a"}) == {}

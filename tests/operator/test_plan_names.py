@@ -14,7 +14,7 @@ from asya_operator.api.group import ActorGroup, ActorGroupStatus
 from asya_operator.plans.actor_status import find_problems
 from asya_operator.plans.conditions import Problem, Reason
 from asya_operator.plans.group_status import find_group_problems
-from asya_operator.plans.names import name_keepers, shared_names
+from asya_operator.plans.names import NAME_TAKEN, name_keepers, shared_names
 
 from tests.operator.admission_crs import GROUP, changed, member
 
@@ -170,3 +170,47 @@ def test_a_queue_another_object_runs_as_is_not_the_leaving_ones_to_delete():
     assert shared_names(keeper, [keeper]) == []
     assert shared_names(keeper, []) == []
     assert shared_names(actor("a-b-c"), [keeper]) == ["a-b-c"]
+
+
+def running(owner, *, generation: int = 1, refused: bool = False):
+    """`owner` as applied at `generation` (its status's observedGeneration), refused a name
+    or not."""
+    conditions = (
+        [{"type": "Degraded", "status": "True", "reason": "NameTaken", "message": "taken"}]
+        if refused
+        else []
+    )
+    status_type = AsyncActorStatus if isinstance(owner, AsyncActor) else ActorGroupStatus
+    status = msgspec.convert({"observedGeneration": 1, "conditions": conditions}, status_type)
+    metadata = {**owner.metadata, "generation": generation}
+    return msgspec.structs.replace(owner, metadata=metadata, status=status)
+
+
+def test_the_condition_reason_the_names_layer_reads_is_the_one_statuses_write():
+    assert Reason.NAME_TAKEN == NAME_TAKEN
+
+
+def test_a_running_actor_keeps_its_name_when_a_third_object_goes():
+    # a-b-c came first; group a (b-c, d) was refused for it; a-d came last and runs. a-b-c
+    # going must not hand a-d to the older group: a-d runs as it.
+    refused = running(group("a", "b-c", "d", created=LATE), refused=True)
+    last = running(actor("a-d", created=LATER))
+
+    assert actor_problems(last, refused, last) == []
+    assert [p.reason for p in group_problems(refused, refused, last)] == [Reason.NAME_TAKEN]
+
+
+def test_a_member_added_to_an_older_group_does_not_take_a_running_actors_name():
+    older = running(group("a", "x", "b-c", created=EARLY), generation=2)  # b-c just added
+    actor_running = running(actor("a-b-c", created=LATE))
+
+    assert actor_problems(actor_running, older, actor_running) == []
+    assert [p.reason for p in group_problems(older, older, actor_running)] == [Reason.NAME_TAKEN]
+
+
+def test_an_older_object_refused_before_keeps_the_name_once_the_runner_is_gone():
+    refused = running(group("a", "b-c", created=EARLY), refused=True)
+    newcomer = actor("a-b-c", created=LATER)
+
+    assert group_problems(refused, refused, newcomer) == []
+    assert [p.reason for p in actor_problems(newcomer, refused, newcomer)] == [Reason.NAME_TAKEN]

@@ -40,6 +40,10 @@ from asya_operator.reconcile.admission import AdmissionLoop
 _ACTORS: Final = (GROUP, VERSION, KINDS["AsyncActor"].plural)
 _GROUPS: Final = (GROUP, VERSION, KINDS["ActorGroup"].plural)
 
+_UNFOLLOWED: Final = "\x00unfollowed"
+"""Recorded for a namespace whose last label change did not reach all its actors: no label
+value equals it, so its next event counts as a change."""
+
 PoolLess = kopf.Index[str | None, str]
 """The `pool_less_actors` and `pool_less_groups` indices: namespace -> names."""
 
@@ -80,26 +84,40 @@ class NamespaceHandlers:
         self._default_pools[name] = pool
         if not seen or pool == before:
             return
+        groups = _names(indices, "pool_less_groups", name)
+        actors = _names(indices, "pool_less_actors", name)
+        if not groups and not actors:  # a namespace of no one's (or not watched)
+            return
         logger.info("default pool changed", extra={"before": before, "after": pool})
-        for group in _names(indices, "pool_less_groups", name):
+        for group in groups:
             self._admission.request(refresh=(name, group))
         # Together: the passes they wait for are coalesced, one for all of them.
-        actors = _names(indices, "pool_less_actors", name)
-        await asyncio.gather(*(self._follow(name, actor, logger) for actor in actors))
+        followed = await asyncio.gather(*(self._follow(name, actor, logger) for actor in actors))
+        if not all(followed):
+            # Not all of them moved: the next event of this namespace (any change to it, kopf
+            # listing again after a lost watch) differs from this and tries them again.
+            self._default_pools[name] = _UNFOLLOWED
 
-    async def _follow(self, namespace: str, actor: str, logger: kopf.Logger) -> None:
+    async def _follow(self, namespace: str, actor: str, logger: kopf.Logger) -> bool:
+        """Whether the actor was reconciled; a failure is logged (the others go on)."""
         try:
             await self._actors.follow_default_pool(namespace, actor, logger)
-        except kopf.TemporaryError as exc:  # its status says why; the others go on
+        except kopf.TemporaryError as exc:  # its status says why; its recheck tries again
             fields = {"object": f"{namespace}/{actor}", "error": str(exc)}
             logger.warning("not reconciled", extra=fields)
+        except Exception as exc:  # the API or an admission pass failing: nothing says so
+            fields = {"object": f"{namespace}/{actor}", "error": repr(exc)}
+            logger.error("not reconciled; tried again at the namespace's next event", extra=fields)
+            return False
+        return True
 
 
 async def _pool_less(
     *, namespace: str | None, name: str, spec: kopf.Spec, **_: Any
-) -> dict[str | None, str] | None:
-    """An actor or group without a pool of its own, under its namespace."""
-    return None if spec.get("pool") else {namespace: name}
+) -> dict[str | None, str]:
+    """An actor or group without a pool of its own, under its namespace. One that gained a
+    pool gives an empty dict, not None: kopf keeps an object's last entry on None."""
+    return {} if spec.get("pool") else {namespace: name}
 
 
 def _names(indices: Mapping[str, Any], index: str, namespace: str) -> list[str]:

@@ -46,7 +46,7 @@ class Reason(enum.StrEnum):
     NOT_EVICTED = "NotEvicted"
     DEACTIVATED = "Deactivated"
     NO_POOL = "NoPool"
-    NAME_TAKEN = "NameTaken"
+    NAME_TAKEN = "NameTaken"  # names.NAME_TAKEN, which the names layer reads below this one
     RECONCILING = "Reconciling"
     INVALID_SPEC = "InvalidSpec"
     POOL_REQUIRED = "PoolRequired"

@@ -3,8 +3,11 @@
 An AsyncActor runs as its own name; an ActorGroup's member as `{group}-{member}`
 (`member_actor`). So two objects may ask for one name (AsyncActor `a-b-c`, group `a`'s member
 `b-c`, group `a-b`'s member `c`): both would use its queue `asya.{namespace}.a-b-c` and apply
-objects of one name over each other's. The one created first keeps the name: the older by
-`creationTimestamp` (`creation_order` says how objects created in one second are ordered).
+objects of one name over each other's. One that runs as its names now (applied at its current
+generation, not refused) keeps them; among the others, the one created first: the older by
+`creationTimestamp` (`creation_order` says how objects created in one second are ordered). So
+a running object never loses a name to a newcomer, to a member added to an older group, or to
+an older object that was refused until some third object went.
 Every other one is refused whole (`NameTaken`: Degraded, nothing applied, no queue declared)
 and so keeps none of its names: another object may have those. An object being deleted keeps
 its names until it is gone, so no one declares a queue its release is about to delete.
@@ -21,10 +24,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from asya_operator.api.actor import AsyncActor
 from asya_operator.api.group import ActorGroup, member_actor
+
+NAME_TAKEN: Final = "NameTaken"
+"""The reason of a condition that says an object was refused one of its names
+(`conditions.Reason.NAME_TAKEN`; a module below `conditions`, so its own copy, held equal by
+the tests)."""
 
 NameOwner = AsyncActor | ActorGroup
 """What runs as actor names: an AsyncActor, or an ActorGroup's members."""
@@ -57,15 +65,30 @@ def claims(owner: NameOwner) -> dict[str, Claim]:
     }
 
 
-def creation_order(owner: NameOwner) -> tuple[str, bool, int, str]:
-    """Older first: by `creationTimestamp` (RFC 3339 in UTC, so its text sorts as its time).
-    Within its resolution, one second: one already applied (its status has an
-    `observedGeneration`: it has run as its names) before one not yet, an AsyncActor before an
-    ActorGroup, then by name."""
+def creation_order(owner: NameOwner) -> tuple[bool, str, bool, int, str]:
+    """Those that run as their names now first (`runs_as_its_names`), then older first: by
+    `creationTimestamp` (RFC 3339 in UTC, so its text sorts as its time). Within its
+    resolution, one second: one already applied (its status has an `observedGeneration`: it
+    has run as its names) before one not yet, an AsyncActor before an ActorGroup, then by
+    name."""
     metadata, status = owner.metadata, owner.status
     applied = status is not None and status.observed_generation is not None
     kind = 0 if isinstance(owner, AsyncActor) else 1
-    return (str(metadata.get("creationTimestamp") or ""), not applied, kind, str(metadata["name"]))
+    created = str(metadata.get("creationTimestamp") or "")
+    return (not runs_as_its_names(owner), created, not applied, kind, str(metadata["name"]))
+
+
+def runs_as_its_names(owner: NameOwner) -> bool:
+    """Applied at its current generation and not refused a name: what it asks for is what
+    runs. (One whose spec changed since, a member added to a group say, asks for names it may
+    not run as yet.)"""
+    status = owner.status
+    if status is None or status.observed_generation is None:
+        return False
+    generation = owner.metadata.get("generation")
+    if generation is not None and generation != status.observed_generation:
+        return False
+    return not any(c.reason == NAME_TAKEN for c in status.conditions or ())
 
 
 def name_keepers(

@@ -36,7 +36,9 @@ An actor's pool is its effective one (`plans.pools`): `spec.pool`, else its name
 
 from __future__ import annotations
 
+import asyncio
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
@@ -88,6 +90,17 @@ class ActorReconciler:
         self._config = config
         self._settle = settle
         self._between_passes = between_passes
+        self._applying: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+
+    def _one_at_a_time(self, namespace: str, name: str) -> asyncio.Lock:
+        """The lock an actor's applies take: kopf's reconcile and one a namespace's label
+        asked for may not interleave (an older spec applied over a newer one)."""
+        lock = self._applying.get((namespace, name))
+        if lock is None:
+            lock = self._applying[namespace, name] = asyncio.Lock()
+        return lock
 
     async def reconcile(self, body: Mapping[str, Any], namespace: str, logger: kopf.Logger) -> None:
         """Apply an AsyncActor's objects and declare its queues, or report what it lacks.
@@ -104,7 +117,8 @@ class ActorReconciler:
                 await self._refuse(body, namespace, exc)
                 # Tried again when the spec changes (an update), not before.
                 raise kopf.PermanentError(f"{DEGRADED}, nothing applied: {exc}") from exc
-            await self._apply(await self._with_pool(actor, namespace), namespace, logger)
+            async with self._one_at_a_time(namespace, actor_name(actor)):
+                await self._apply(await self._with_pool(actor, namespace), namespace, logger)
 
     async def _apply(self, actor: AsyncActor, namespace: str, logger: kopf.Logger) -> None:
         recheck_s = self._config.recheck_s
@@ -187,14 +201,16 @@ class ActorReconciler:
         Raises:
             kopf.TemporaryError: as `reconcile` (its status says why).
         """
-        try:
-            actor = await self._read(namespace, name)
-        except StoredSpecError:
-            return
-        if actor is None or actor.metadata.get("deletionTimestamp"):
-            return
-        async with _counted():
-            await self._apply(actor, namespace, logger)
+        async with self._one_at_a_time(namespace, name):
+            # Read under the lock: the spec as stored once any reconcile in flight is done.
+            try:
+                actor = await self._read(namespace, name)
+            except StoredSpecError:
+                return
+            if actor is None or actor.metadata.get("deletionTimestamp"):
+                return
+            async with _counted():
+                await self._apply(actor, namespace, logger)
 
     async def release(
         self, body: Mapping[str, Any], namespace: str, retry: int, logger: kopf.Logger
