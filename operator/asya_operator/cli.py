@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -86,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
         "--namespace",
         action="append",
         default=[],
+        type=_namespace_name,
         metavar="NS",
         help="watch AsyncActors and ActorGroups in this namespace only; repeat it for several"
         " (default: every namespace)",
@@ -94,6 +96,16 @@ def _parser() -> argparse.ArgumentParser:
         "--verbose", action="store_true", help="log kopf's and the handlers' steps (DEBUG)"
     )
     return parser
+
+
+def _namespace_name(text: str) -> str:
+    # A plain name: kopf would read `team-*` or `!kube-system` as a pattern, the cluster client
+    # as a name, and the two would watch different namespaces.
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a namespace name (lowercase letters, digits and '-', at most 63)"
+        )
+    return text
 
 
 def _run(args: argparse.Namespace) -> int:

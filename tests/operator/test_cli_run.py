@@ -41,3 +41,12 @@ def test_no_namespace_watches_every_one(started):
     assert code == 0
     assert started["build"]["namespaces"] == []
     assert started["kopf"]["clusterwide"] is True
+
+
+def test_a_namespace_pattern_is_refused_naming_it(started, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["run", "--namespace", "team-*"])
+
+    assert stopped.value.code == 2
+    assert "'team-*' is not a namespace name" in capsys.readouterr().err
+    assert "kopf" not in started
