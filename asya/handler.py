@@ -231,7 +231,8 @@ class LocalInvoker:
         running = self._threads.running
         if running:
             log.warning(
-                "close() not called: calls that ran past their timeout still run on threads",
+                "close() not called: calls still run on threads (past their timeout, or cut"
+                " by the drain's grace), and would find what it releases gone",
                 extra={"actor": name, "running": running},
             )
             return
