@@ -391,8 +391,7 @@ def _inspect_target(obj: Any, name: str) -> tuple[bool, Callable[..., Any], int]
 
 
 def _require_no_arg_init(cls: type, name: str) -> None:
-    params = list(inspect.signature(cls).parameters.values())
-    required = [p.name for p in params if p.default is p.empty and p.kind in _POSITIONAL_OR_KW]
+    required = _required_parameters(cls, skip=0)
     if required:
         raise ActorDefinitionError(
             f"@actor '{name}': {cls.__qualname__}() must be constructible without arguments"
@@ -417,14 +416,20 @@ def _require_no_arg_close(cls: type, name: str) -> None:
             " asya calls once when the worker stops",
             actor=name,
         )
-    params = list(inspect.signature(func).parameters.values())[skip:]
-    required = [p.name for p in params if p.default is p.empty and p.kind in _POSITIONAL_OR_KW]
+    required = _required_parameters(func, skip=skip)
     if required:
         raise ActorDefinitionError(
             f"@actor '{name}': {cls.__qualname__}.close() is called with no arguments when the"
             f" worker stops (it requires {', '.join(required)})",
             actor=name,
         )
+
+
+def _required_parameters(func: Callable[..., Any], *, skip: int) -> list[str]:
+    """The names of the parameters of `func` a call without arguments would lack, past the
+    first `skip` (`self`, `cls`)."""
+    params = list(inspect.signature(func).parameters.values())[skip:]
+    return [p.name for p in params if p.default is p.empty and p.kind in _POSITIONAL_OR_KW]
 
 
 _POSITIONAL_OR_KW: Final = (

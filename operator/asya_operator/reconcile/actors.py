@@ -182,11 +182,8 @@ class ActorReconciler:
         """Write the status of the actor `namespace/name` as the cluster shows it now (its
         Deployment's replicas, its Secret and flavor), unless it is gone or going, or its
         stored spec is one the operator refuses (its own reconcile reported that)."""
-        try:
-            actor = await self._read(namespace, name)
-        except StoredSpecError:
-            return
-        if actor is None or actor.metadata.get("deletionTimestamp"):
+        actor = await self._staying(namespace, name)
+        if actor is None:
             return
         world = await self._kube.world(actor, namespace)
         problems = self._problems(actor, namespace, world)
@@ -203,14 +200,22 @@ class ActorReconciler:
         """
         async with self._one_at_a_time(namespace, name):
             # Read under the lock: the spec as stored once any reconcile in flight is done.
-            try:
-                actor = await self._read(namespace, name)
-            except StoredSpecError:
-                return
-            if actor is None or actor.metadata.get("deletionTimestamp"):
+            actor = await self._staying(namespace, name)
+            if actor is None:
                 return
             async with _counted():
                 await self._apply(actor, namespace, logger)
+
+    async def _staying(self, namespace: str, name: str) -> AsyncActor | None:
+        """The actor as stored; None if it is gone or going, or its stored spec is one the
+        operator refuses (its own reconcile reported that)."""
+        try:
+            actor = await self._read(namespace, name)
+        except StoredSpecError:
+            return None
+        if actor is None or actor.metadata.get("deletionTimestamp"):
+            return None
+        return actor
 
     async def release(
         self, body: Mapping[str, Any], namespace: str, retry: int, logger: kopf.Logger
