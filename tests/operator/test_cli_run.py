@@ -20,6 +20,9 @@ def started(monkeypatch) -> dict[str, Any]:
 
     monkeypatch.setattr(cli, "build", build)
     monkeypatch.setattr(cli.kopf, "run", lambda **options: seen.setdefault("kopf", options))
+    # Not this test's business, and it would configure the process's logging for the tests
+    # that follow.
+    monkeypatch.setattr(cli, "configure_logging", lambda *_, **__: None)
     monkeypatch.setenv("ASYA_OPERATOR_SIDECAR_IMAGE", "registry.example.com/asya-sidecar:1")
     return seen
 
