@@ -16,12 +16,13 @@ from datetime import UTC, datetime
 import pytest
 from asya_operator.api.actor import AsyncActor
 from asya_operator.config import load_operator_config
-from asya_operator.kube import AdmissionWorld, Kube
+from asya_operator.kube import AdmissionWorld, Kube, NameOwners
 from asya_operator.plans.admission import admit
 from asya_operator.plans.workloads import PooledActor
 from asya_operator.reconcile.admission import AdmissionLoop, AdmissionPassError
 
 from tests.operator.test_controller_admission import gpu_actor, pool_body
+from tests.operator.test_controller_gangs import gang
 
 pytestmark = pytest.mark.usefixtures("quota_watch")
 
@@ -197,3 +198,32 @@ async def test_whoever_waits_when_the_loop_stops_is_told_so(world, loop):
             await task
     with pytest.raises(RuntimeError, match="not running"):
         await running.settle()
+
+
+class CountingKube(Kube):
+    """The cluster client, counting the name-owner lists it is asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name_lists: list[str] = []
+
+    async def name_owners(self, namespace: str) -> NameOwners:
+        self.name_lists.append(namespace)
+        return await super().name_owners(namespace)
+
+
+async def test_a_pass_lists_a_namespaces_name_owners_once_however_many_groups_it_syncs(
+    world, quota, broker_secret
+):
+    create, _patch = quota
+    await create("resourcepools", pool_body(7))
+    for name in ("train", "eval", "tune"):
+        await world.create_group(gang(name, workers=1))
+    kube = CountingKube()
+    await kube.connect()
+    loop = AdmissionLoop(kube, load_operator_config(os.environ), clock=lambda: NOW)
+
+    await loop.run_pass()
+    await loop.run_pass()
+
+    assert kube.name_lists == [world.namespace, world.namespace]

@@ -78,7 +78,7 @@ from asya_operator.plans.group_status import (
     plan_group_status,
 )
 from asya_operator.plans.instances import Change, Happened
-from asya_operator.plans.names import name_keepers
+from asya_operator.plans.names import Claim, name_keepers
 from asya_operator.plans.nodes import Node
 from asya_operator.plans.pool_status import (
     find_pool_problems,
@@ -117,6 +117,8 @@ class AdmissionLoop:
         self._alarm: float | None = None
         self._task: asyncio.Task[None] | None = None
         self._taken = 0
+        self._keepers: dict[str, Mapping[str, Claim]] = {}
+        """Who keeps each actor name, per namespace, read once a pass (`_keepers_in`)."""
         self.passes = 0
         """Passes run so far (failed ones included)."""
 
@@ -215,6 +217,7 @@ class AdmissionLoop:
         one is due on its own (a readiness deadline or requeue time; None: none is)."""
         self.passes += 1
         metrics.ADMISSION_PASSES.inc()
+        self._keepers = {}
         world = await self._kube.admission_world()
         now = self._clock()
         ready = {
@@ -507,6 +510,15 @@ class AdmissionLoop:
                 message=f"instance {change.instance}: {change.message}",
             )
 
+    async def _keepers_in(self, namespace: str) -> Mapping[str, Claim]:
+        """Who keeps each actor name of `namespace` (`names.name_keepers`), listed once a pass
+        however many of its groups the pass syncs."""
+        keepers = self._keepers.get(namespace)
+        if keepers is None:
+            owners = await self._kube.name_owners(namespace)
+            keepers = self._keepers[namespace] = name_keepers(owners.everyone)
+        return keepers
+
     async def _sync_group(
         self,
         group: ActorGroup,
@@ -544,7 +556,7 @@ class AdmissionLoop:
             namespace,
             secret_keys=None if secret is None else set(secret),
             missing_flavors=wanted - set(flavors),
-            keepers=name_keepers((await self._kube.name_owners(namespace)).everyone),
+            keepers=await self._keepers_in(namespace),
             pool_required=self._config.require_pool_for_accelerators,
             unserved_gang_scheduler=unserved_gang_scheduler,
             kueue_missing=kueue_missing,
