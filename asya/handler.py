@@ -237,19 +237,18 @@ class LocalInvoker:
             )
             return
         try:
-            if inspect.iscoroutinefunction(close):
-                await asyncio.wait_for(close(), limit_s)
-            else:
-                future = self._threads.submit(close)
-                try:
-                    done = await asyncio.wait_for(
-                        asyncio.shield(asyncio.wrap_future(future)), limit_s
-                    )
-                except TimeoutError:
-                    self._threads.abandon(future)
-                    raise
-                if inspect.isawaitable(done):  # a sync `close` that hands back a coroutine
-                    await asyncio.wait_for(done, limit_s)
+            async with asyncio.timeout(limit_s):
+                if inspect.iscoroutinefunction(close):
+                    await close()
+                else:
+                    job = self._threads.submit(close)
+                    try:
+                        done = await asyncio.wrap_future(job)
+                    except asyncio.CancelledError:
+                        self._threads.abandon(job)
+                        raise
+                    if inspect.isawaitable(done):  # a sync `close` that hands back a coroutine
+                        await done
         except TimeoutError:
             log.warning(
                 "close() ran past the actor's timeout; the worker stops without it",

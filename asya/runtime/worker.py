@@ -79,11 +79,6 @@ async def _serve(
         os._exit(EXIT_TAINTED)
     tainted.cancel()
     await connection.drain(grace_s)
-    if abandoned.is_set():
-        # A call left running on a thread during the drain: as above, and without closing
-        # the instance under it.
-        await connection.close()
-        os._exit(EXIT_TAINTED)
     await invoker.aclose()
     await connection.close()
     return 0
