@@ -106,6 +106,11 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _label(run: dict[str, Any]) -> str:
+    """The contender, and its round where there are several (`#1` first)."""
+    return str(run["contender"]) + (f" #{run['round'] + 1}" if "round" in run else "")
+
+
 def _range(values: Sequence[float]) -> str:
     return f" ({min(values):.2f} to {max(values):.2f})"
 
@@ -116,8 +121,7 @@ def _throughput(runs: Iterable[dict[str, Any]], rates: Sequence[float]) -> list[
         header += f" {f'p50@{rate:g}/s':>11} {f'p99@{rate:g}/s':>11}"
     lines = [header + "  (latency ms, end to end)"]
     for run in runs:
-        name = run["contender"] + (f" #{run['round'] + 1}" if "round" in run else "")
-        row = f"{run['queue_type']:8} {name:14}"
+        row = f"{run['queue_type']:8} {_label(run):14}"
         if "error" in run:
             lines.append(row + " FAILED: " + run["error"].splitlines()[0])
             continue
@@ -142,9 +146,8 @@ def _resources(runs: Iterable[dict[str, Any]]) -> list[str]:
         total = sum(own.values())
         env = [f"{role} {per[role]:.3f}" for role in _ENVIRONMENT_ROLES if role in per]
         rss = ", ".join(f"{role} {mib:.0f}" for role, mib in run["peak_rss_mib"].items())
-        name = run["contender"] + (f" #{run['round'] + 1}" if "round" in run else "")
         lines.append(
-            f"  {run['queue_type']:8} {name:14} total {total:.3f} ({', '.join(parts)});"
+            f"  {run['queue_type']:8} {_label(run):14} total {total:.3f} ({', '.join(parts)});"
             f" {', '.join(env)} | RSS {rss}"
         )
     return lines
