@@ -54,7 +54,7 @@ def find_problems(
 ) -> list[Problem]:
     """What `actor` needs and lacks: its broker Secret (or a key of it), its flavor, with
     `pool_required` (the operator's `require_pool_for_accelerators`) a pool if it asks for GPUs,
-    and its name (`names.names_taken`: no ActorGroup's member created first runs as it).
+    and its name (`names.names_taken`: no ActorGroup's member keeps it).
 
     `actor` has its effective pool (`pools.with_effective_pool`); `secret_keys` are the keys of
     the Secret `spec.broker.secretName` (None: no such Secret); `flavor` is the ResourceFlavor

@@ -10,8 +10,8 @@ change keeps the time it had. Conditions:
 - `Preempted`: an instance waits because a higher-priority workload took its quota, named;
 - `Evicted`: an instance is backing off or deactivated after not becoming ready in time;
 - `Degraded`: something the group needs is missing (its Secret, a flavor) or a member's actor
-  name is another's, an AsyncActor's or another group's member's created first
-  (`names`); nothing is applied then;
+  name is kept by another object, an AsyncActor or another group's member (`names`);
+  nothing is applied then;
 - `AcceleratorsUnavailable` (only while it holds): an instance waits for its pods to be ready
   and a member's flavor's nodes advertise none of an accelerator the member asks for, named
   (`find_group_shortage`);
@@ -71,7 +71,7 @@ def find_group_problems(
 ) -> list[Problem]:
     """What `group` needs and lacks: its broker Secret (or a key of it), the flavors its
     members are placed by, its members' actor names (`names.names_taken`: none another object
-    of the namespace runs as, created first), with
+    of the namespace keeps), with
     `pool_required` (the operator's `require_pool_for_accelerators`) a pool if it asks for GPUs,
     the PodGroup kind of its gang scheduler where the cluster does not serve it
     (`unserved_gang_scheduler`), and Kueue where it admits and is not installed

@@ -9,8 +9,8 @@ An actor's pool is its effective one (`plans.pools`): `spec.pool`, else its name
 `require_pool_for_accelerators`, one asking for GPUs with neither is Degraded (`PoolRequired`).
 
 - **reconcile** (create, resume, update): its Secret and flavor are looked up; if one is
-  missing (or it needs a pool and has none, or an ActorGroup's member created first runs as
-  its name: `plans.names`) the actor is `Degraded` (naming it), nothing is applied, and kopf
+  missing (or it needs a pool and has none, or an ActorGroup's member keeps its name:
+  `plans.names`) the actor is `Degraded` (naming it), nothing is applied, and kopf
   tries again every `recheck_s` until it is there. Otherwise its Deployment,
   TriggerAuthentication and ScaledObject and the namespace's end actors are applied, its queues
   and the end actors' declared, and its status written (with `observedGeneration`: all of that

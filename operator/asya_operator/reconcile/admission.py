@@ -537,7 +537,7 @@ class AdmissionLoop:
         """Apply the running instances' objects if what runs changed (or the group is to be
         refreshed: its spec changed), and write the status if it says something new. A group
         that lacks something (its Secret, a flavor, a member's actor name another object
-        created first runs as, its gang scheduler's PodGroup kind) is Degraded and gets no
+        keeps (`plans.names`), its gang scheduler's PodGroup kind) is Degraded and gets no
         objects. Whether its status names a flavor whose nodes lack an accelerator. With Kueue
         admitting, `shown` is what the status says of the instances (Kueue's decisions) and
         `applied` what runs now (the StatefulSets as they are), since the status no longer

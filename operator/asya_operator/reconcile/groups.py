@@ -7,7 +7,7 @@ objects from its new spec (`settle(refresh=...)`). What is the group's own is he
   group is one of their owners) and its members' queues declared (before the first envelope,
   as for any actor); `observedGeneration` is written last. While it lacks something (its
   Secret, a flavor, a member's actor name, which an AsyncActor or another group's member
-  created first runs as: `plans.names`) the pass leaves it `Degraded` with nothing applied,
+  keeps: `plans.names`) the pass leaves it `Degraded` with nothing applied,
   and kopf tries again every `recheck_s`.
 - **release** (delete, behind kopf's finalizer): a pass (its quota is free for others), its
   StatefulSets and Services deleted (Kubernetes' garbage collector would too: they are
