@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ from asya.admission.scheduler import simulate
 from asya.errors import SettingsError
 from asya.logs import extra_fields, logfmt_pairs
 from asya.settings import ProcessSettings, load_settings
+from asya_operator.api.decoding import namespace_problem
 from asya_operator.api.metadata import PLACEHOLDER_NAMESPACE
 from asya_operator.config import DEFAULT_SIDECAR_IMAGE, OperatorConfig, load_operator_config
 from asya_operator.operator import build
@@ -101,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
 def _namespace_name(text: str) -> str:
     # A plain name: kopf would read `team-*` or `!kube-system` as a pattern, the cluster client
     # as a name, and the two would watch different namespaces.
-    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", text):
+    if namespace_problem(text) is not None:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a namespace name (lowercase letters, digits and '-', at most 63)"
         )
