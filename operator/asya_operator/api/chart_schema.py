@@ -48,8 +48,9 @@ CHARTS: Final = Path(__file__).resolve().parents[3] / "charts"
 """The charts' folder in a source checkout."""
 
 _DRAFT: Final = "http://json-schema.org/draft-07/schema#"
-_DNS_LABEL_OR_EMPTY: Final = r"^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$"
-_DNS_LABEL: Final = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+_LABEL: Final = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+_DNS_LABEL: Final = f"^{_LABEL}$"
+_DNS_LABEL_OR_EMPTY: Final = f"^({_LABEL})?$"
 OPERATOR_CONFIG_OWN_VALUES: Final = frozenset({"sidecar_image", "port"})
 """OperatorConfig fields the operator chart sets from values of their own (`sidecar.image`
 and `port`), not from `config`."""
