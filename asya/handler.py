@@ -185,6 +185,8 @@ class LocalInvoker:
         Raises:
             ActorDefinitionError: the class's `__init__` raised.
         """
+        if self._func is not None:  # every call asks: no lock once started
+            return
         async with self._starting:
             if self._func is not None or self._closed:
                 return
