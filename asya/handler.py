@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
+import contextlib
 import importlib
 import inspect
 import logging
@@ -171,9 +171,12 @@ class LocalInvoker:
         """`slots`: calls run at once (default: the actor's concurrency); more wait their
         turn. `on_abandon` is told when a timed-out thread had to be left running."""
         self.spec = spec
-        self._gate = CallGate(spec.concurrency if slots is None else slots)
+        size = spec.concurrency if slots is None else slots
+        # Async calls take turns at the gate; sync ones on the lane's threads, which start
+        # each waiting call the moment the one before it returns. `_gate.closed` refuses both.
+        self._gate = CallGate(size)
         self._on_abandon = on_abandon
-        self._threads = _DaemonThreads(f"asya-{spec.name}")
+        self._threads = _SyncLane(f"asya-{spec.name}", size)
         self._func: Callable[..., Any] | None = None
         self._starting = asyncio.Lock()
         self._closed = False
@@ -194,7 +197,7 @@ class LocalInvoker:
                 self._func = self.spec.target
                 return
             try:
-                self._func = await asyncio.wrap_future(self._threads.submit(self.spec.target))
+                self._func = await self._on_thread(self.spec.target)
             except Exception as exc:
                 raise ActorDefinitionError(
                     f"actor '{self.spec.name}': {self.spec.qualname}() raised {exc!r}",
@@ -203,15 +206,17 @@ class LocalInvoker:
 
     def drain(self) -> None:
         self._gate.turn_away()
+        self._threads.turn_away()
 
     def refuse(self) -> None:
         """Start no call from now on: the waiting ones and every later one are `NotStarted`."""
         self._gate.close()
+        self._threads.turn_away()
 
     async def aclose(self) -> None:
         """Start no more calls; a class actor's `close()`, if it has one, runs now (once),
         after an `__init__` in progress has returned."""
-        self._gate.close()
+        self.refuse()
         try:
             async with self._starting:
                 self._closed = True
@@ -243,12 +248,7 @@ class LocalInvoker:
                 if inspect.iscoroutinefunction(close):
                     await close()
                 else:
-                    job = self._threads.submit(close)
-                    try:
-                        done = await asyncio.wrap_future(job)
-                    except asyncio.CancelledError:
-                        self._threads.abandon(job)
-                        raise
+                    done = await self._on_thread(close)
                     if inspect.isawaitable(done):  # a sync `close` that hands back a coroutine
                         await done
         except TimeoutError:
@@ -267,17 +267,16 @@ class LocalInvoker:
             batch = self._prepare_batch(envelopes)
         else:
             calls = [self._prepare_one(envelope) for envelope in envelopes]
+        if not self.spec.style.is_async:  # sync: the lane's threads take turns themselves
+            if self._gate.closed:
+                return [NotStarted()] * len(envelopes)
+            return await self._invoke(batch if self.spec.batch is not None else calls, None)
         if not await self._gate.enter():
             return [NotStarted()] * len(envelopes)
         turn = _Turn(self._gate)
         try:
             # The timeout counts from here: time spent waiting for a turn is not the call's.
-            if self.spec.batch is not None:
-                outcomes = await self._invoke_batch(batch, turn)
-            elif len(calls) == 1:
-                outcomes = [await self._invoke_one(calls[0])]
-            else:
-                outcomes = list(await asyncio.gather(*(self._invoke_one(c) for c in calls)))
+            outcomes = await self._invoke(batch if self.spec.batch is not None else calls, turn)
         finally:
             woke = turn.end()
         if woke:
@@ -285,6 +284,15 @@ class LocalInvoker:
             # encoded and sent: that work overlaps it instead of holding the device idle.
             await asyncio.sleep(0)
         return outcomes
+
+    async def _invoke(
+        self, prepared: _Batch | list[tuple[tuple[Any, ...], Context] | Failure], turn: _Turn | None
+    ) -> list[Outcome]:
+        if isinstance(prepared, _Batch):
+            return await self._invoke_batch(prepared, turn)
+        if len(prepared) == 1:
+            return [await self._invoke_one(prepared[0])]
+        return list(await asyncio.gather(*(self._invoke_one(c) for c in prepared)))
 
     def _prepare_one(self, envelope: Envelope) -> tuple[tuple[Any, ...], Context] | Failure:
         """The handler's arguments and the call's context; the failure of a payload that does
@@ -342,41 +350,79 @@ class LocalInvoker:
             retryable=False,
         )
 
-    async def _run(self, args: tuple[Any, ...], ctx: Context) -> Success:
+    async def _run(self, args: tuple[Any, ...], ctx: Context) -> Success | NotStarted:
         func = self._func
         assert func is not None
         style = self.spec.style
+        if style is CallStyle.GENERATOR:
+            # Emitted on the thread: a generator may set a different route before each yield.
+            emitted = await self._call_sync(lambda: tuple(_emit(v, ctx) for v in func(*args)))
+            if isinstance(emitted, NotStarted):
+                return emitted
+            return Success(outputs=emitted, fan_out=True)
+        if style is CallStyle.RETURN:
+            value = await self._call_sync(func, *args)
+            return value if isinstance(value, NotStarted) else _returned(value, ctx)
         async with asyncio.timeout(self.spec.timeout_s):
             if style is CallStyle.ASYNC_RETURN:
                 return _returned(await func(*args), ctx)
-            if style is CallStyle.ASYNC_GENERATOR:
-                return Success(
-                    outputs=tuple([_emit(v, ctx) async for v in func(*args)]), fan_out=True
-                )
-            if style is CallStyle.GENERATOR:
-                emitted = self._threads.submit(lambda: tuple(_emit(v, ctx) for v in func(*args)))
-                return Success(outputs=await self._wait(emitted), fan_out=True)
-            returned = self._threads.submit(lambda: _returned(func(*args), ctx))
-            return await self._wait(returned)
+            return Success(outputs=tuple([_emit(v, ctx) async for v in func(*args)]), fan_out=True)
 
-    async def _wait(self, job: concurrent.futures.Future[R]) -> R:
+    async def _call_sync(self, func: Callable[..., R], *args: Any) -> R | NotStarted:
+        """`func(*args)` on the lane, its timeout counted from when it starts; `NotStarted`
+        if it was turned away (a drain, the invoker closing) before it started.
+
+        Raises:
+            TimeoutError: it ran past the actor's timeout (its thread is abandoned).
+        """
+        if self._gate.closed:
+            return NotStarted()
+        job = self._threads.submit(func, *args)
         try:
-            return await asyncio.wrap_future(job)
+            started = await job.started
         except asyncio.CancelledError:
-            if not job.done():
-                self._threads.abandon(job)
-                fields = {"actor": self.spec.name, "timeout_s": self.spec.timeout_s}
-                if self._on_abandon is not None:  # a worker process: it leaves, and the call
-                    log.warning("handler ran past its timeout; the worker exits", extra=fields)
-                    self._on_abandon()
-                else:
-                    log.warning(
-                        "handler still running past its timeout: its thread cannot be stopped"
-                        " and is left to finish (it ends with the process at the latest); run"
-                        " with --isolate, or under asya serve, to have such a call killed",
-                        extra=fields,
-                    )
+            if not self._threads.withdraw(job):  # it started meanwhile: as if timed out
+                self._abandoned(job)
             raise
+        if not started:
+            return NotStarted()
+        async with asyncio.timeout(self.spec.timeout_s):
+            result: R = await self._wait(job)
+            return result
+
+    async def _on_thread(self, func: Callable[..., Any]) -> Any:
+        """`func()` on the lane with no limit of its own: a class's `__init__` and `close()`."""
+        job = self._threads.submit(func)
+        if not await job.started:
+            raise ActorDefinitionError(
+                f"actor '{self.spec.name}': closed before {self.spec.qualname} could run",
+                actor=self.spec.name,
+            )
+        return await self._wait(job)
+
+    async def _wait(self, job: _Job) -> Any:
+        try:
+            return await job.done
+        except asyncio.CancelledError:
+            self._abandoned(job)
+            raise
+
+    def _abandoned(self, job: _Job) -> None:
+        """A call that ran past its timeout, or whose caller gave up: its thread is left to
+        finish (it cannot be stopped), its place goes to the next call."""
+        if not self._threads.abandon(job):
+            return  # it had finished just then
+        fields = {"actor": self.spec.name, "timeout_s": self.spec.timeout_s}
+        if self._on_abandon is not None:  # a worker process: it leaves, and the call with it
+            log.warning("handler ran past its timeout; the worker exits", extra=fields)
+            self._on_abandon()
+        else:
+            log.warning(
+                "handler still running past its timeout: its thread cannot be stopped"
+                " and is left to finish (it ends with the process at the latest); run"
+                " with --isolate, or under asya serve, to have such a call killed",
+                extra=fields,
+            )
 
     def _prepare_batch(self, envelopes: Sequence[Envelope]) -> _Batch:
         """The payloads that fit the handler's model and their contexts; a payload that does
@@ -394,7 +440,7 @@ class LocalInvoker:
         ctxs = [Context.from_envelope(envelopes[i], self.spec.retry.max_attempts) for i in called]
         return _Batch(outcomes, called, payloads, ctxs)
 
-    async def _invoke_batch(self, batch: _Batch, turn: _Turn) -> list[Outcome]:
+    async def _invoke_batch(self, batch: _Batch, turn: _Turn | None) -> list[Outcome]:
         """One call on the payloads that fit the handler's model; an item the handler answers
         with an exception, or whose output or context cannot leave the call, fails alone."""
         outcomes, called, payloads, ctxs = batch.outcomes, batch.called, batch.payloads, batch.ctxs
@@ -407,21 +453,23 @@ class LocalInvoker:
         return [outcome for outcome in outcomes if outcome is not None]
 
     async def _call_batch(
-        self, args: tuple[Any, ...], ctxs: list[Context], turn: _Turn
+        self, args: tuple[Any, ...], ctxs: list[Context], turn: _Turn | None
     ) -> list[Outcome]:
         func = self._func
         assert func is not None
         try:
-            async with asyncio.timeout(self.spec.timeout_s):
-                if self.spec.style.is_async:
+            if turn is None:  # sync: the lane starts the next call as this one returns
+                results = await self._call_sync(func, *args)
+                if isinstance(results, NotStarted):
+                    return [NotStarted()] * len(ctxs)
+            else:
+                async with asyncio.timeout(self.spec.timeout_s):
                     results = await func(*args)
-                else:
-                    results = await self._wait(self._threads.submit(func, *args))
         except TimeoutError:
             return [timeout_failure(self.spec)] * len(ctxs)
         except Exception as exc:
             return [exception_failure(self.spec, exc)] * len(ctxs)
-        if turn.end():  # the handler is done: the next call starts while these are converted
+        if turn is not None and turn.end():  # the next call starts while these are converted
             await asyncio.sleep(0)
         if not isinstance(results, list | tuple) or len(results) != len(ctxs):
             got = f"{len(results)} items" if isinstance(results, list | tuple) else repr(results)
@@ -504,85 +552,161 @@ def _returned(value: Any, ctx: Context) -> Success:
     return Success(outputs=(_emit(value, ctx),))
 
 
-@dataclass(eq=False)
 class _Job:
-    future: concurrent.futures.Future[Any]
-    func: Callable[..., Any]
-    args: tuple[Any, ...]
-    abandoned: bool = False
+    """One piece of sync user code for `_SyncLane`, with the loop-side futures it settles."""
+
+    __slots__ = ("abandoned", "args", "done", "finished", "func", "loop", "started")
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, func: Callable[..., Any], args: tuple[Any, ...]
+    ):
+        self.loop = loop
+        self.func = func
+        self.args = args
+        self.started: asyncio.Future[bool] = loop.create_future()
+        """True once a thread began it; False if it was turned away first."""
+        self.done: asyncio.Future[Any] = loop.create_future()
+        self.abandoned = False
+        self.finished = False
 
 
-class _DaemonThreads:
-    """Daemon threads for sync user code; a thread whose job was abandoned exits after it."""
+def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    if future.done():  # the awaiting side gave up (timeout, cancelled)
+        return
+    if error is None:
+        future.set_result(value)
+    else:
+        future.set_exception(error)
 
-    def __init__(self, name: str) -> None:
+
+def _tell(job: _Job, future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    """Settle `future` on its loop, from a lane thread; nothing if the loop has closed (an
+    abandoned call that ended after its process stopped serving)."""
+    with contextlib.suppress(RuntimeError):
+        job.loop.call_soon_threadsafe(_settle, future, value, error)
+
+
+class _SyncLane:
+    """Daemon threads for sync user code: at most `slots` calls run at once, the others wait
+    here and start in the order they came, each on the thread that ended the call before it.
+
+    A call that ends starts the next one on its own thread, with no round trip through the
+    event loop in between: the loop learns of both afterwards. Between two calls of a busy
+    worker the device its handler drives waits for none of the loop's work (nor for a thread
+    to wake). A thread whose call was abandoned (past its timeout) exits after it, and its
+    place goes at once to the next call, on a new thread."""
+
+    def __init__(self, name: str, slots: int) -> None:
         self._name = name
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._idle = 0
-        self._count = 0
         self._lock = threading.Lock()
-        self._by_future: dict[concurrent.futures.Future[Any], _Job] = {}
-        self._closed = False
+        self._waiting: collections.deque[_Job] = collections.deque()
+        self._free = slots
+        self._idle = 0
+        self._handoff: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._count = 0
         self._running = 0
+        self._closed = False
 
-    def submit(self, func: Callable[..., R], *args: Any) -> concurrent.futures.Future[R]:
-        future: concurrent.futures.Future[R] = concurrent.futures.Future()
-        job = _Job(future, func, args)
+    def submit(self, func: Callable[..., R], *args: Any) -> _Job:
+        """Start `func(*args)` on a thread when a place is free; await `job.started`, then
+        `job.done`."""
+        job = _Job(asyncio.get_running_loop(), func, args)
         with self._lock:
-            self._by_future[future] = job
-            if self._idle == 0:
-                self._count += 1
-                threading.Thread(
-                    target=self._work, name=f"{self._name}-{self._count}", daemon=True
-                ).start()
-            else:
+            if self._closed:
+                job.started.set_result(False)
+                return job
+            if self._free == 0:
+                self._waiting.append(job)
+                return job
+            self._free -= 1
+            self._running += 1
+            if self._idle:
                 self._idle -= 1
-        self._jobs.put(job)
-        return future
+                self._handoff.put(job)
+                return job
+        self._thread(job)
+        return job
 
-    def abandon(self, future: concurrent.futures.Future[Any]) -> None:
-        """Forget a running job: its thread exits when (if ever) the job returns."""
+    def withdraw(self, job: _Job) -> bool:
+        """Take back a call that has not started (True); False once a thread began it."""
         with self._lock:
-            job = self._by_future.pop(future, None)
-        if job is not None:
+            try:
+                self._waiting.remove(job)
+            except ValueError:
+                return False
+        _settle(job.started, False, None)  # a cancelled caller's is done already
+        return True
+
+    def turn_away(self) -> None:
+        """The waiting calls do not start (`job.started` is False); running ones go on."""
+        with self._lock:
+            waiting, self._waiting = self._waiting, collections.deque()
+        for job in waiting:
+            _settle(job.started, False, None)
+
+    def abandon(self, job: _Job) -> bool:
+        """Leave a running call to finish on its own (its thread exits after it) and give its
+        place to the next call; False if it had already finished."""
+        with self._lock:
+            if job.finished or job.abandoned:
+                return False
             job.abandoned = True
-
-    def _ended(self) -> None:
-        with self._lock:
-            self._running -= 1
+            following = self._waiting.popleft() if self._waiting else None
+            if following is None:
+                self._free += 1
+            else:
+                self._running += 1
+        if following is not None:
+            self._thread(following)
+        return True
 
     @property
     def running(self) -> int:
-        """Jobs running now, abandoned ones included."""
+        """Calls running now, abandoned ones included."""
         with self._lock:
             return self._running
 
     def close(self) -> None:
+        """Start nothing more: waiting calls are turned away; idle threads exit."""
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, 0
+        self.turn_away()
         for _ in range(idle):
-            self._jobs.put(None)
+            self._handoff.put(None)
 
-    def _work(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            if job.future.set_running_or_notify_cancel():
-                with self._lock:
-                    self._running += 1
-                # Counted out before its future is done: whoever awaits it sees it ended.
-                try:
-                    result = job.func(*job.args)
-                except BaseException as exc:
-                    self._ended()
-                    job.future.set_exception(exc)
-                else:
-                    self._ended()
-                    job.future.set_result(result)
+    def _thread(self, job: _Job) -> None:
+        self._count += 1  # names only: a race here costs a duplicate name, nothing else
+        threading.Thread(
+            target=self._work, args=(job,), name=f"{self._name}-{self._count}", daemon=True
+        ).start()
+
+    def _work(self, job: _Job | None) -> None:
+        while job is not None:
+            _tell(job, job.started, True, None)
+            value: Any = None
+            error: BaseException | None = None
+            try:
+                value = job.func(*job.args)
+            except BaseException as exc:
+                error = exc
             with self._lock:
-                self._by_future.pop(job.future, None)
-                if job.abandoned or self._closed:
-                    return
-                self._idle += 1
+                # Counted out before its future is done: whoever awaits it sees it ended.
+                job.finished = True
+                self._running -= 1
+                if job.abandoned:
+                    following = None  # its place went to another call when it was abandoned
+                elif self._waiting and not self._closed:
+                    following = self._waiting.popleft()  # keeps this place
+                    self._running += 1
+                else:
+                    following = None
+                    self._free += 1
+                    if not self._closed:
+                        self._idle += 1
+                idle = following is None and not job.abandoned and not self._closed
+            _tell(job, job.done, value, error)
+            del value, error
+            if job.abandoned:
+                return
+            job = following if following is not None else (self._handoff.get() if idle else None)

@@ -1,0 +1,181 @@
+"""Sync calls waiting behind a running one: each starts on the thread that ended the one before
+it, without a round trip through the event loop; a drain, a timeout and a cancelled caller
+never lose one and never run one that was turned away."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+
+from asya import actor
+from asya.actor import spec_of
+from asya.envelope import Reason
+from asya.handler import LocalInvoker
+from asya.outcome import NotStarted, Success
+from asya.retry import RetryPolicy
+from tests.factories import envelope
+
+BOUND_S = 10
+"""How long a test waits for something that must happen (a bound, not a timing claim)."""
+
+
+def item(n: int):
+    return envelope("x", ["next"], id=f"e{n}", payload={"n": n})
+
+
+async def until(condition) -> None:
+    """Yield to the loop until `condition()` holds (the calls under test run on it)."""
+    async with asyncio.timeout(BOUND_S):
+        while not condition():
+            await asyncio.sleep(0)
+
+
+async def test_the_next_call_starts_on_the_thread_that_ended_the_one_before_while_the_loop_is_blocked():
+    release = threading.Event()
+    second_started = threading.Event()
+    threads = []
+
+    @actor(name="x")
+    def device(doc):
+        threads.append(threading.get_ident())
+        if doc["n"] == 1:
+            release.wait(BOUND_S)
+        else:
+            second_started.set()
+        return doc
+
+    invoker = LocalInvoker(spec_of(device), slots=1)
+    try:
+        first = asyncio.ensure_future(invoker.invoke([item(1)]))
+        second = asyncio.ensure_future(invoker.invoke([item(2)]))
+        await until(lambda: len(threads) == 1)
+        await asyncio.sleep(0)  # the second call is submitted and waits behind the first
+
+        # The loop is held here: the second call can only start without it.
+        release.set()
+        started_without_the_loop = second_started.wait(BOUND_S)
+
+        assert started_without_the_loop
+        assert threads[0] == threads[1]
+        assert [o.outputs[0].payload for [o] in await asyncio.gather(first, second)] == [
+            {"n": 1},
+            {"n": 2},
+        ]
+    finally:
+        await invoker.aclose()
+
+
+async def test_a_drain_turns_away_the_waiting_calls_and_the_running_one_ends_as_usual():
+    release = threading.Event()
+    ran = []
+
+    @actor(name="x")
+    def device(doc):
+        ran.append(doc["n"])
+        release.wait(BOUND_S)
+        return doc
+
+    invoker = LocalInvoker(spec_of(device), slots=1)
+    try:
+        calls = [asyncio.ensure_future(invoker.invoke([item(n)])) for n in (1, 2, 3)]
+        await until(lambda: ran == [1])
+        await asyncio.sleep(0)
+
+        invoker.drain()
+        release.set()
+        outcomes = [o for call in calls for o in await call]
+
+        assert isinstance(outcomes[0], Success)
+        assert outcomes[1:] == [NotStarted(), NotStarted()]
+        assert ran == [1]
+        # Later calls are served as usual.
+        [later] = await invoker.invoke([item(4)])
+        assert isinstance(later, Success)
+    finally:
+        await invoker.aclose()
+
+
+async def test_a_timed_out_call_gives_its_place_to_the_next_at_once_on_a_new_thread():
+    stuck = threading.Event()
+    abandoned = []
+
+    @actor(name="x", timeout_s=0.05, retry=RetryPolicy(retry_timeouts=False))
+    def device(doc):
+        if doc["n"] == 1:
+            stuck.wait(BOUND_S)
+        return doc
+
+    invoker = LocalInvoker(spec_of(device), slots=1, on_abandon=lambda: abandoned.append(1))
+    try:
+        first = asyncio.ensure_future(invoker.invoke([item(1)]))
+        await asyncio.sleep(0)
+        [second] = await invoker.invoke([item(2)])
+        [timed_out] = await first
+
+        assert not stuck.is_set()  # the first still runs: the second did not wait for it
+        assert isinstance(second, Success)
+        assert timed_out.reason is Reason.TIMEOUT
+        assert abandoned == [1]
+    finally:
+        stuck.set()
+        await invoker.aclose()
+
+
+async def test_a_call_whose_caller_gives_up_before_it_starts_never_runs():
+    release = threading.Event()
+    ran = []
+
+    @actor(name="x")
+    def device(doc):
+        ran.append(doc["n"])
+        release.wait(BOUND_S)
+        return doc
+
+    invoker = LocalInvoker(spec_of(device), slots=1)
+    try:
+        first = asyncio.ensure_future(invoker.invoke([item(1)]))
+        second = asyncio.ensure_future(invoker.invoke([item(2)]))
+        await until(lambda: ran == [1])
+        await asyncio.sleep(0)
+
+        second.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await second  # its caller has given up before the first call ended
+        release.set()
+        [done] = await first
+
+        assert isinstance(done, Success)
+        assert second.cancelled()
+        [third] = await invoker.invoke([item(3)])  # the place was not lost
+        assert isinstance(third, Success)
+        assert ran == [1, 3]
+    finally:
+        await invoker.aclose()
+
+
+async def test_a_batch_actor_s_waiting_batch_is_turned_away_whole_by_a_drain():
+    release = threading.Event()
+    batches = []
+
+    @actor(name="x", batch=2)
+    def device(docs):
+        batches.append([d["n"] for d in docs])
+        release.wait(BOUND_S)
+        return docs
+
+    invoker = LocalInvoker(spec_of(device), slots=1)
+    try:
+        first = asyncio.ensure_future(invoker.invoke([item(1), item(2)]))
+        second = asyncio.ensure_future(invoker.invoke([item(3), item(4)]))
+        await until(lambda: batches == [[1, 2]])
+        await asyncio.sleep(0)
+
+        invoker.drain()
+        release.set()
+
+        assert all(isinstance(o, Success) for o in await first)
+        assert await second == [NotStarted(), NotStarted()]
+        assert batches == [[1, 2]]
+    finally:
+        await invoker.aclose()
