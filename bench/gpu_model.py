@@ -14,7 +14,9 @@ imported, so the runner and its worker process declare the same actor.
 
 As a plain loop (`python -m bench.gpu_model --batch B --items N`): the same model in a process
 of its own, timed after a warm-up, results left on the device and one synchronize at the end;
-it prints one JSON line.
+then, timed apart, the same loop calling the model as the handler does (each batch's results
+copied to the host, so each call waits for the device before the next is launched); it prints
+one JSON line with both.
 
 The model's shape and device come from `BENCH_GPU_MODEL` (a `ModelConfig` in JSON; unset, the
 real one on CUDA; the CPU smoke test's is tiny). PyTorch is imported only where the model is
@@ -188,17 +190,22 @@ class GpuMlp:
         ]
 
 
-def plain_loop(model: Mlp, batch: int, items: int, warmup_batches: int) -> dict[str, Any]:
+def plain_loop(
+    model: Mlp, batch: int, items: int, warmup_batches: int, *, per_call: bool = False
+) -> dict[str, Any]:
     """`items` items through `model`, `batch` at a time, timed after a warm-up; results stay
-    on the device and the clock stops after one synchronize at the end. Times are wall-clock
+    on the device and the clock stops after one synchronize at the end. With `per_call`, each
+    batch's results are copied to the host instead, as the handler does: the device waits for
+    the next call's launch after each one, which no framework can hide. Times are wall-clock
     (time.time()), to be compared with nvidia-smi's samples and asya's envelopes."""
+    call = model.results if per_call else model.forward
     for _ in range(warmup_batches):
-        model.forward(range(batch))
+        call(range(batch))
     model.synchronize()
     results = []
     started_s = time.time()
     for first in range(0, items, batch):
-        results.append(model.forward(range(first, min(first + batch, items))))
+        results.append(call(range(first, min(first + batch, items))))
     model.synchronize()
     ended_s = time.time()
     return {
@@ -221,6 +228,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     model = Mlp(ModelConfig.decode(os.environ.get(CONFIG_VARIABLE)))
     figures = plain_loop(model, args.batch, args.items, args.warmup_batches)
+    figures["per_call"] = plain_loop(
+        model, args.batch, args.items, args.warmup_batches, per_call=True
+    )
     torch: Any = importlib.import_module("torch")
     figures.update(torch=str(torch.__version__), device=model.device_name)
     print(json.dumps(figures), flush=True)
