@@ -24,22 +24,24 @@ def item(n: int):
     return envelope("x", ["next"], id=f"e{n}", payload={"n": n})
 
 
-async def until(condition) -> None:
-    """Yield to the loop until `condition()` holds (the calls under test run on it)."""
-    async with asyncio.timeout(BOUND_S):
-        while not condition():
-            await asyncio.sleep(0)
+async def running(first: threading.Event) -> None:
+    """Wait (off the loop) until the first call runs, then let the calls behind it be queued."""
+    assert await asyncio.to_thread(first.wait, BOUND_S)
+    await asyncio.sleep(0)
 
 
-async def test_the_next_call_starts_on_the_thread_that_ended_the_one_before_while_the_loop_is_blocked():
+async def test_the_next_call_starts_on_the_thread_that_ended_the_last_while_the_loop_waits():
     release = threading.Event()
     second_started = threading.Event()
     threads = []
+
+    first = threading.Event()
 
     @actor(name="x")
     def device(doc):
         threads.append(threading.get_ident())
         if doc["n"] == 1:
+            first.set()
             release.wait(BOUND_S)
         else:
             second_started.set()
@@ -47,10 +49,9 @@ async def test_the_next_call_starts_on_the_thread_that_ended_the_one_before_whil
 
     invoker = LocalInvoker(spec_of(device), slots=1)
     try:
-        first = asyncio.ensure_future(invoker.invoke([item(1)]))
-        second = asyncio.ensure_future(invoker.invoke([item(2)]))
-        await until(lambda: len(threads) == 1)
-        await asyncio.sleep(0)  # the second call is submitted and waits behind the first
+        one = asyncio.ensure_future(invoker.invoke([item(1)]))
+        two = asyncio.ensure_future(invoker.invoke([item(2)]))
+        await running(first)  # the second call is submitted and waits behind the first
 
         # The loop is held here: the second call can only start without it.
         release.set()
@@ -58,7 +59,7 @@ async def test_the_next_call_starts_on_the_thread_that_ended_the_one_before_whil
 
         assert started_without_the_loop
         assert threads[0] == threads[1]
-        assert [o.outputs[0].payload for [o] in await asyncio.gather(first, second)] == [
+        assert [o.outputs[0].payload for [o] in await asyncio.gather(one, two)] == [
             {"n": 1},
             {"n": 2},
         ]
@@ -68,19 +69,20 @@ async def test_the_next_call_starts_on_the_thread_that_ended_the_one_before_whil
 
 async def test_a_drain_turns_away_the_waiting_calls_and_the_running_one_ends_as_usual():
     release = threading.Event()
+    first = threading.Event()
     ran = []
 
     @actor(name="x")
     def device(doc):
         ran.append(doc["n"])
+        first.set()
         release.wait(BOUND_S)
         return doc
 
     invoker = LocalInvoker(spec_of(device), slots=1)
     try:
         calls = [asyncio.ensure_future(invoker.invoke([item(n)])) for n in (1, 2, 3)]
-        await until(lambda: ran == [1])
-        await asyncio.sleep(0)
+        await running(first)
 
         invoker.drain()
         release.set()
@@ -124,26 +126,27 @@ async def test_a_timed_out_call_gives_its_place_to_the_next_at_once_on_a_new_thr
 
 async def test_a_call_whose_caller_gives_up_before_it_starts_never_runs():
     release = threading.Event()
+    first = threading.Event()
     ran = []
 
     @actor(name="x")
     def device(doc):
         ran.append(doc["n"])
+        first.set()
         release.wait(BOUND_S)
         return doc
 
     invoker = LocalInvoker(spec_of(device), slots=1)
     try:
-        first = asyncio.ensure_future(invoker.invoke([item(1)]))
+        one = asyncio.ensure_future(invoker.invoke([item(1)]))
         second = asyncio.ensure_future(invoker.invoke([item(2)]))
-        await until(lambda: ran == [1])
-        await asyncio.sleep(0)
+        await running(first)
 
         second.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await second  # its caller has given up before the first call ended
         release.set()
-        [done] = await first
+        [done] = await one
 
         assert isinstance(done, Success)
         assert second.cancelled()
@@ -156,25 +159,26 @@ async def test_a_call_whose_caller_gives_up_before_it_starts_never_runs():
 
 async def test_a_batch_actor_s_waiting_batch_is_turned_away_whole_by_a_drain():
     release = threading.Event()
+    first = threading.Event()
     batches = []
 
     @actor(name="x", batch=2)
     def device(docs):
         batches.append([d["n"] for d in docs])
+        first.set()
         release.wait(BOUND_S)
         return docs
 
     invoker = LocalInvoker(spec_of(device), slots=1)
     try:
-        first = asyncio.ensure_future(invoker.invoke([item(1), item(2)]))
+        one = asyncio.ensure_future(invoker.invoke([item(1), item(2)]))
         second = asyncio.ensure_future(invoker.invoke([item(3), item(4)]))
-        await until(lambda: batches == [[1, 2]])
-        await asyncio.sleep(0)
+        await running(first)
 
         invoker.drain()
         release.set()
 
-        assert all(isinstance(o, Success) for o in await first)
+        assert all(isinstance(o, Success) for o in await one)
         assert await second == [NotStarted(), NotStarted()]
         assert batches == [[1, 2]]
     finally:
