@@ -378,43 +378,57 @@ class LocalInvoker:
         if self._gate.closed:
             return NotStarted()
         job = self._threads.submit(func, *args)
-        try:
-            started = await job.started
-        except asyncio.CancelledError:
-            if not self._threads.withdraw(job):  # it started meanwhile: as if timed out
-                self._abandoned(job)
-            raise
-        if not started:
+        if not await self._started(job, call=True):
             return NotStarted()
         async with asyncio.timeout(self.spec.timeout_s):
-            result: R = await self._wait(job)
+            result: R = await self._wait(job, call=True)
             return result
 
     async def _on_thread(self, func: Callable[..., Any]) -> Any:
         """`func()` on the lane with no limit of its own: a class's `__init__` and `close()`."""
         job = self._threads.submit(func)
-        if not await job.started:
+        if not await self._started(job, call=False):
             raise ActorDefinitionError(
                 f"actor '{self.spec.name}': closed before {self.spec.qualname} could run",
                 actor=self.spec.name,
             )
-        return await self._wait(job)
+        return await self._wait(job, call=False)
 
-    async def _wait(self, job: _Job) -> Any:
+    async def _started(self, job: _Job, *, call: bool) -> bool:
+        """Whether `job` started (False: it was turned away). A caller that gives up takes its
+        job back if it has not started, and leaves it running (`_abandoned`) if it has."""
+        try:
+            return await job.started
+        except asyncio.CancelledError:
+            if not self._threads.withdraw(job):
+                self._abandoned(job, call=call)
+            raise
+
+    async def _wait(self, job: _Job, *, call: bool) -> Any:
         try:
             return await job.done
         except asyncio.CancelledError:
-            self._abandoned(job)
+            self._abandoned(job, call=call)
             raise
 
-    def _abandoned(self, job: _Job) -> None:
-        """A call that ran past its timeout, or whose caller gave up: its thread is left to
-        finish (it cannot be stopped), its place goes to the next call."""
-        if not self._threads.abandon(job):
-            return  # it had finished just then
+    def _abandoned(self, job: _Job, *, call: bool) -> None:
+        """A job that ran past its timeout, or whose caller gave up: its thread is left to
+        finish (it cannot be stopped). A call's place goes to the next call, unless this is a
+        worker process (`on_abandon`): it leaves, so it starts nothing more, and turns the
+        waiting calls away in the same step, before any could start (they go back)."""
+        leaving = call and self._on_abandon is not None
+        if not self._threads.abandon(job, turn_away=leaving):
+            return  # it had finished, or never began
+        if not call:
+            log.warning(
+                "a class's __init__ or close() was left running on its thread",
+                extra={"actor": self.spec.name},
+            )
+            return
         fields = {"actor": self.spec.name, "timeout_s": self.spec.timeout_s}
         if self._on_abandon is not None:  # a worker process: it leaves, and the call with it
             log.warning("handler ran past its timeout; the worker exits", extra=fields)
+            self._gate.close()
             self._on_abandon()
         else:
             log.warning(
@@ -555,7 +569,7 @@ def _returned(value: Any, ctx: Context) -> Success:
 class _Job:
     """One piece of sync user code for `_SyncLane`, with the loop-side futures it settles."""
 
-    __slots__ = ("abandoned", "args", "done", "finished", "func", "loop", "started")
+    __slots__ = ("abandoned", "args", "began", "done", "finished", "func", "loop", "started")
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, func: Callable[..., Any], args: tuple[Any, ...]
@@ -566,8 +580,10 @@ class _Job:
         self.started: asyncio.Future[bool] = loop.create_future()
         """True once a thread began it; False if it was turned away first."""
         self.done: asyncio.Future[Any] = loop.create_future()
-        self.abandoned = False
+        # Under the lane's lock: a thread took it / it returned / it was left running.
+        self.began = False
         self.finished = False
+        self.abandoned = False
 
 
 def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
@@ -620,6 +636,7 @@ class _SyncLane:
                 return job
             self._free -= 1
             self._running += 1
+            job.began = True
             if self._idle:
                 self._idle -= 1
                 self._handoff.put(job)
@@ -628,12 +645,13 @@ class _SyncLane:
         return job
 
     def withdraw(self, job: _Job) -> bool:
-        """Take back a call that has not started (True); False once a thread began it."""
+        """Take back a call that has not begun (True: waiting, or turned away already); False
+        once a thread took it."""
         with self._lock:
-            try:
-                self._waiting.remove(job)
-            except ValueError:
+            if job.began:
                 return False
+            with contextlib.suppress(ValueError):
+                self._waiting.remove(job)
         _settle(job.started, False, None)  # a cancelled caller's is done already
         return True
 
@@ -644,18 +662,25 @@ class _SyncLane:
         for job in waiting:
             _settle(job.started, False, None)
 
-    def abandon(self, job: _Job) -> bool:
+    def abandon(self, job: _Job, *, turn_away: bool = False) -> bool:
         """Leave a running call to finish on its own (its thread exits after it) and give its
-        place to the next call; False if it had already finished."""
+        place to the next call, or, with `turn_away`, turn every waiting call away in the same
+        step; False if it had not begun or had already finished."""
+        turned: collections.deque[_Job] = collections.deque()
         with self._lock:
-            if job.finished or job.abandoned:
+            if not job.began or job.finished or job.abandoned:
                 return False
             job.abandoned = True
+            if turn_away:
+                turned, self._waiting = self._waiting, collections.deque()
             following = self._waiting.popleft() if self._waiting else None
             if following is None:
                 self._free += 1
             else:
                 self._running += 1
+                following.began = True
+        for waiting in turned:
+            _settle(waiting.started, False, None)
         if following is not None:
             self._thread(following)
         return True
@@ -676,10 +701,19 @@ class _SyncLane:
             self._handoff.put(None)
 
     def _thread(self, job: _Job) -> None:
+        """Start a thread on `job`, which holds a place; if none can start, the place is given
+        back and the job fails to start (its caller gets the error)."""
         self._count += 1  # names only: a race here costs a duplicate name, nothing else
-        threading.Thread(
+        thread = threading.Thread(
             target=self._work, args=(job,), name=f"{self._name}-{self._count}", daemon=True
-        ).start()
+        )
+        try:
+            thread.start()
+        except RuntimeError as exc:  # "can't start new thread"
+            with self._lock:
+                self._running -= 1
+                self._free += 1
+            _settle(job.started, None, exc)
 
     def _work(self, job: _Job | None) -> None:
         while job is not None:
@@ -688,6 +722,9 @@ class _SyncLane:
             error: BaseException | None = None
             try:
                 value = job.func(*job.args)
+            except StopIteration as exc:  # a future cannot hold it: asyncio refuses it
+                error = RuntimeError(f"the handler raised StopIteration: {exc!r}")
+                error.__cause__ = exc
             except BaseException as exc:
                 error = exc
             with self._lock:
@@ -698,6 +735,7 @@ class _SyncLane:
                     following = None  # its place went to another call when it was abandoned
                 elif self._waiting and not self._closed:
                     following = self._waiting.popleft()  # keeps this place
+                    following.began = True
                     self._running += 1
                 else:
                     following = None

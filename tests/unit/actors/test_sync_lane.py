@@ -100,7 +100,6 @@ async def test_a_drain_turns_away_the_waiting_calls_and_the_running_one_ends_as_
 
 async def test_a_timed_out_call_gives_its_place_to_the_next_at_once_on_a_new_thread():
     stuck = threading.Event()
-    abandoned = []
 
     @actor(name="x", timeout_s=0.05, retry=RetryPolicy(retry_timeouts=False))
     def device(doc):
@@ -108,7 +107,7 @@ async def test_a_timed_out_call_gives_its_place_to_the_next_at_once_on_a_new_thr
             stuck.wait(BOUND_S)
         return doc
 
-    invoker = LocalInvoker(spec_of(device), slots=1, on_abandon=lambda: abandoned.append(1))
+    invoker = LocalInvoker(spec_of(device), slots=1)  # in-process: its thread is left running
     try:
         first = asyncio.ensure_future(invoker.invoke([item(1)]))
         await asyncio.sleep(0)
@@ -118,7 +117,6 @@ async def test_a_timed_out_call_gives_its_place_to_the_next_at_once_on_a_new_thr
         assert not stuck.is_set()  # the first still runs: the second did not wait for it
         assert isinstance(second, Success)
         assert timed_out.reason is Reason.TIMEOUT
-        assert abandoned == [1]
     finally:
         stuck.set()
         await invoker.aclose()
@@ -183,3 +181,83 @@ async def test_a_batch_actor_s_waiting_batch_is_turned_away_whole_by_a_drain():
         assert batches == [[1, 2]]
     finally:
         await invoker.aclose()
+
+
+async def test_a_call_turned_away_whose_caller_then_gives_up_is_not_taken_for_a_stuck_one():
+    release = threading.Event()
+    first = threading.Event()
+    ran = []
+    abandoned = []
+
+    @actor(name="x")
+    def device(doc):
+        ran.append(doc["n"])
+        first.set()
+        release.wait(BOUND_S)
+        return doc
+
+    invoker = LocalInvoker(spec_of(device), slots=1, on_abandon=lambda: abandoned.append(1))
+    try:
+        one = asyncio.ensure_future(invoker.invoke([item(1)]))
+        two = asyncio.ensure_future(invoker.invoke([item(2)]))
+        await running(first)
+
+        invoker.drain()
+        two.cancel()  # in the same step as the drain, before its caller saw the answer
+        with contextlib.suppress(asyncio.CancelledError):
+            await two
+        three, _ = await asyncio.gather(invoker.invoke([item(3)]), _release_soon(release))
+
+        assert abandoned == []
+        assert isinstance((await one)[0], Success)
+        assert isinstance(three[0], Success)
+        assert ran == [1, 3]  # one place: 3 waited for 1, and 2 never ran
+    finally:
+        release.set()
+        await invoker.aclose()
+
+
+async def _release_soon(release: threading.Event) -> None:
+    await asyncio.sleep(0)
+    release.set()
+
+
+async def test_a_worker_whose_call_timed_out_turns_the_waiting_calls_away_before_any_starts():
+    stuck = threading.Event()
+    ran = []
+
+    @actor(name="x", timeout_s=0.05, retry=RetryPolicy(retry_timeouts=False))
+    def device(doc):
+        ran.append(doc["n"])
+        if doc["n"] == 1:
+            stuck.wait(BOUND_S)
+        return doc
+
+    leaving = []
+    invoker = LocalInvoker(spec_of(device), slots=1, on_abandon=lambda: leaving.append(1))
+    try:
+        outcomes = await asyncio.gather(*(invoker.invoke([item(n)]) for n in (1, 2, 3)))
+
+        assert [o.reason for o in outcomes[0]] == [Reason.TIMEOUT]
+        assert outcomes[1:] == [[NotStarted()], [NotStarted()]]  # they go back, to another
+        assert ran == [1]
+        assert leaving == [1]
+        assert await invoker.invoke([item(4)]) == [NotStarted()]  # it is leaving: nothing more
+    finally:
+        stuck.set()
+        await invoker.aclose()
+
+
+async def test_a_handler_raising_stop_iteration_fails_its_call_instead_of_losing_it():
+    @actor(name="x", retry=RetryPolicy(max_attempts=1))
+    def device(doc):
+        raise StopIteration
+
+    invoker = LocalInvoker(spec_of(device), slots=1)
+    try:
+        [outcome] = await invoker.invoke([item(1)])
+    finally:
+        await invoker.aclose()
+
+    assert outcome.reason is Reason.HANDLER_ERROR
+    assert "StopIteration" in outcome.message
