@@ -12,17 +12,21 @@ What a decorator cannot say (the image, a flavor, env, the broker Secret) comes 
 
 What render writes, the cluster takes: the few decorator values that `@actor` accepts but the
 AsyncActor CRD refuses (a pool that is no Kubernetes object name, a retry whose base delay is
-above its longest) are refused here, in the decorator's words. asya never imports the
-operator, so the CRD's rules are not read here; a test checks every entry render writes with
-the operator's own check of a submitted CR, and holds the two to one verdict. An overlay's
-values are the user's: Helm checks them against the chart's generated `values.schema.json`,
-and `asya-operator plan` checks the objects Helm makes of them against the CRDs.
+above its longest) are refused here, in the decorator's words. Then, once an overlay is merged,
+`cluster_problems` makes of the values each AsyncActor's `spec` as the chart's template does
+and checks it as the API server would: fields the CRD does not know, types and bounds, then the
+CRD's CEL rules, all read from the CRD's own schema, which the operator generates into this
+package (`asya/schemas/asyncactor.json`; asya never imports the operator), with the
+operator's own implementation of those steps (`asya.crd_rules`). A test holds this check and
+the operator's check of a submitted CR (`asya-operator plan`) to one verdict on every CEL rule's
+good and bad examples.
 
-Pure: no I/O; `asya.cli.render` reads the app and writes the file.
+Pure: no I/O; `asya.cli.render` reads the app and the schema and writes the file.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import re
@@ -33,6 +37,7 @@ from asya.actor import ActorOptions, ActorSpec
 from asya.errors import AsyaError
 
 _DEFAULTS: Final = ActorOptions()
+_API_VERSION: Final = "asya.sh/v1alpha1"
 _SCALING: Final = _DEFAULTS.scaling
 _RESOURCES: Final = _DEFAULTS.resources
 _RETRY: Final = _DEFAULTS.retry
@@ -188,3 +193,80 @@ def merge_overlay(values: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict
         else:
             merged[key] = value
     return merged
+
+
+def actor_specs(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each AsyncActor's `spec` as the asya-pipeline chart makes it from `values`
+    (`templates/asyncactors.yaml`): `actorDefaults` under the actor's own fields, then the
+    chart-wide image and broker Secret where the actor names none. A test renders the chart
+    with Helm and holds the two equal, given the values as Helm has them (the chart's
+    `values.yaml` under the user's). `asya render` passes only its own: the chart's defaults
+    (an empty `actorDefaults`, a broker Secret's name) change no verdict."""
+    defaults = values.get("actorDefaults") or {}
+    broker = values.get("broker") or {}
+    specs = {}
+    for name, actor in (values.get("actors") or {}).items():
+        spec = _merge_overwrite(copy.deepcopy(defaults), copy.deepcopy(actor or {}))
+        if not spec.get("image") and values.get("image"):
+            spec["image"] = values["image"]
+        spec_broker = spec.get("broker") or {}
+        if not spec_broker.get("secretName") and broker.get("secretName"):
+            spec_broker["secretName"] = broker["secretName"]
+        if spec_broker:
+            spec["broker"] = spec_broker
+        specs[str(name)] = spec
+    return specs
+
+
+def _merge_overwrite(into: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """Sprig's `mustMergeOverwrite`: mappings merge key by key, `over` wins elsewhere."""
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _merge_overwrite(into[key], value)
+        else:
+            into[key] = value
+    return into
+
+
+def cluster_problems(values: Mapping[str, Any], crd_schema: dict[str, Any]) -> list[str]:
+    """Why the API server would refuse the AsyncActors the chart makes of `values` (empty: it
+    would take them all), each as `actors.NAME.FIELD: what`, in the steps the server takes:
+    unknown fields (kubectl's strict field validation), the schema's types and bounds, then
+    the CEL rules on the defaulted object (only on one the schema takes, as a rule may rely on a
+    field's type). `crd_schema` is the AsyncActor CRD's openAPIV3Schema.
+
+    Raises:
+        ImportError: cel-python or jsonschema is not installed (`asya[render]`).
+    """
+    import jsonschema  # optional (`asya[render]`), as the rules' evaluator is
+
+    from asya import crd_rules
+
+    spec_schema = crd_schema["properties"]["spec"]
+    validator = jsonschema.Draft7Validator(spec_schema)
+    problems: list[str] = []
+    for name, spec in actor_specs(values).items():
+        where = f"actors.{name}"  # the chart's AsyncActor `name`, whose spec is the entry
+        if not spec.get("handler"):
+            problems.append(f"{where}.handler: missing; set it to module:attr")
+        if not spec.get("image"):
+            problems.append(f"{where}.image: missing; set it, or the top-level image")
+        unknown = crd_rules.unknown_fields(spec, spec_schema, where)
+        problems += [f"{field}: the AsyncActor CRD has no such field" for field in unknown]
+        if unknown:
+            continue
+        spec = crd_rules.without_nulls(spec, spec_schema)
+        problems += crd_rules.duplicate_keys(spec, spec_schema, where)
+        errors = [
+            f"{'.'.join([where, *(str(p) for p in error.absolute_path)])}: {error.message}"
+            for error in validator.iter_errors(spec)
+        ]
+        problems += errors
+        if not errors:
+            actor = {"apiVersion": _API_VERSION, "kind": "AsyncActor", "metadata": {"name": name}}
+            defaulted = crd_rules.apply_defaults({**actor, "spec": spec}, crd_schema)
+            problems += [
+                problem.replace(f"{where}.spec", where, 1)
+                for problem in crd_rules.cel_violations(defaulted, crd_schema, where)
+            ]
+    return problems

@@ -1,13 +1,18 @@
 """`asya render` writes only what the cluster takes: an actor whose decorator the AsyncActor CRD
 would refuse is refused by render (exit 2, naming the actor, the field and the fix), and every
 actor render writes is accepted by the operator's own check of a submitted CR (the CRD's
-schema, unknown fields and CEL rules, `asya_operator.api.decoding.decode_submitted`). asya never
-imports the operator; this test holds the two to one verdict. An overlay's values are checked
-after Helm, by `asya-operator plan`."""
+schema, unknown fields and CEL rules, `asya_operator.api.decoding.decode_submitted`). An
+overlay's values are checked by render too, with the CRD's schema and rules as the operator
+generates them into the asya package (asya never imports the operator); these tests hold the
+two checks to one verdict on every CEL rule's broken and unbroken examples, and render's copy
+of the chart's actor template to what Helm renders."""
 
 from __future__ import annotations
 
+import copy
+import json
 import textwrap
+from importlib import resources
 from typing import Any
 
 import pytest
@@ -18,9 +23,18 @@ from asya_operator.api.decoding import StoredSpecError, decode_submitted
 
 from asya.actor import build_spec
 from asya.cli import main as asya_main
-from asya.manifests import RenderError, actor_entry, render_values
+from asya.cli.render import CRD_SCHEMA
+from asya.manifests import (
+    RenderError,
+    actor_entry,
+    actor_specs,
+    cluster_problems,
+    merge_overlay,
+    render_values,
+)
 from asya.retry import RetryPolicy
 from tests.charts.chart_checks import PIPELINE_CHART, rendered
+from tests.operator.test_cel_rules import ACTOR, BROKEN_BY_CEL, BROKEN_BY_SCHEMA, broken
 
 IMAGE = "registry.example.com/app:1"
 
@@ -156,3 +170,156 @@ def test_an_overlay_breaking_a_cel_rule_passes_helm_and_is_refused_by_plan(tmp_p
 
     assert code == 2
     assert "raise maxReplicas or lower minReplicas" in capsys.readouterr().err
+
+
+def crd_schema() -> dict[str, Any]:
+    """The AsyncActor schema render reads (from the asya package)."""
+    return json.loads(resources.files("asya").joinpath(CRD_SCHEMA).read_text("utf-8"))
+
+
+def as_values(cr: dict[str, Any]) -> dict[str, Any]:
+    """An AsyncActor CR as the chart values that make it."""
+    return {"actors": {cr["metadata"]["name"]: copy.deepcopy(cr["spec"])}}
+
+
+# The AsyncActor's own examples of the rules it shares with ResourceFlavor, whose are there.
+SHARED_RULES = [
+    (
+        "an actor's toleration with tolerationSeconds on NoSchedule",
+        broken(
+            ACTOR,
+            spec__tolerations=[{"key": "k", "effect": "NoSchedule", "tolerationSeconds": 30}],
+        ),
+        "set effect: NoExecute or remove tolerationSeconds",
+    ),
+    (
+        "an actor's Exists toleration with a value",
+        broken(ACTOR, spec__tolerations=[{"key": "k", "operator": "Exists", "value": "x"}]),
+        "matches any value: remove value",
+    ),
+]
+ACTOR_EXAMPLES = [("unbroken", ACTOR, ""), *SHARED_RULES] + [
+    (what, cr, words)
+    for what, cr, words in BROKEN_BY_CEL + BROKEN_BY_SCHEMA
+    if cr["kind"] == "AsyncActor"
+    and set(cr) <= {"apiVersion", "kind", "metadata", "spec"}
+    and set(cr["metadata"]) == {"name"}
+]
+
+
+@pytest.mark.parametrize(
+    ("cr", "words"), [row[1:] for row in ACTOR_EXAMPLES], ids=[row[0] for row in ACTOR_EXAMPLES]
+)
+def test_render_and_the_operator_give_one_verdict_on_every_example_of_the_crds_rules(cr, words):
+    problems = cluster_problems(as_values(cr), crd_schema())
+    try:
+        decode_submitted(cr, AsyncActor)
+    except StoredSpecError:
+        operator_takes = False
+    else:
+        operator_takes = True
+
+    assert (problems == []) == operator_takes, problems
+    assert all(word in "; ".join(problems) for word in words.split("|") if word), problems
+
+
+def test_every_cel_rule_of_the_asyncactor_crd_has_an_example_render_checks():
+    schema = crd_schema()
+    messages = set(_rule_messages(schema))
+    refused = {
+        problem.split(": ", 1)[1]
+        for _, cr, _ in ACTOR_EXAMPLES
+        for problem in cluster_problems(as_values(cr), schema)
+    }
+
+    assert messages <= refused, messages - refused
+
+
+def _rule_messages(schema: dict[str, Any]) -> list[str]:
+    found = [rule["message"] for rule in schema.get("x-kubernetes-validations", [])]
+    for sub in schema.get("properties", {}).values():
+        found += _rule_messages(sub)
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), dict):
+            found += _rule_messages(schema[key])
+    return found
+
+
+OVERLAYS = [
+    (
+        "an unknown field",
+        {"actors": {"work": {"scalling": {"minReplicas": 1}}}},
+        ["actors.work.scalling", "did you mean actors.work.scaling?", "no such field"],
+    ),
+    (
+        "minReplicas above maxReplicas",
+        {"actors": {"work": {"scaling": {"minReplicas": 5, "maxReplicas": 2}}}},
+        ["actors.work.scaling", "raise maxReplicas or lower minReplicas"],
+    ),
+    (
+        "a handler without a colon",
+        {"actors": {"work": {"handler": "app.work"}}},
+        ["actors.work", "spec.handler must look like module:attr"],
+    ),
+    (
+        "a wrong type and a bound",
+        {"actors": {"work": {"concurrency": "two", "scaling": {"queueLength": 0}}}},
+        ["actors.work.concurrency: 'two' is not of type 'integer'", "scaling.queueLength"],
+    ),
+    (
+        "an actor name the cluster refuses",
+        {"actors": {"Work_2": {"handler": "app:work"}}},
+        ["actors.Work_2", "metadata.name is the actor's name: lowercase letters"],
+    ),
+    (
+        "defaults that break a rule",
+        {"actorDefaults": {"timeoutSeconds": 0}},
+        ["actors.work", "timeoutSeconds must be above 0"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("overlay", "words"), [row[1:] for row in OVERLAYS], ids=[row[0] for row in OVERLAYS]
+)
+def test_render_exits_2_on_an_overlay_the_cluster_would_refuse_naming_the_field(
+    tmp_path, capsys, overlay, words
+):
+    app = app_file(tmp_path, "app_overlay", "name='work'")
+    path = tmp_path / "overlay.yaml"
+    path.write_text(yaml.safe_dump(overlay), encoding="utf-8")
+
+    code = asya_main(["render", str(app), "--image", IMAGE, "--values-overlay", str(path)])
+    out, err = capsys.readouterr()
+
+    assert (code, out) == (2, "")
+    assert "the cluster would refuse these AsyncActors" in err
+    assert f"--values-overlay {path}" in err
+    for word in words:
+        assert word in err, err
+
+
+VALUES_FOR_THE_TEMPLATE = [
+    {"image": IMAGE, "actors": {"a": {"handler": "app:a"}}},
+    {
+        "image": IMAGE,
+        "broker": {"secretName": "amqp"},
+        "actorDefaults": {"scaling": {"maxReplicas": 3, "queueLength": 7}, "timeoutSeconds": 9},
+        "actors": {
+            "a": {"handler": "app:a", "scaling": {"maxReplicas": 5}},
+            "b": {"handler": "app:b", "image": "other:2", "broker": {"secretName": "own"}},
+        },
+    },
+]
+
+
+@pytest.mark.parametrize("values", VALUES_FOR_THE_TEMPLATE, ids=["bare", "defaults-and-own"])
+def test_render_makes_each_actors_spec_as_the_charts_template_does(values):
+    made = {
+        obj["metadata"]["name"]: obj["spec"]
+        for obj in rendered(PIPELINE_CHART, values)
+        if obj["kind"] == "AsyncActor"
+    }
+    chart_defaults = yaml.safe_load((PIPELINE_CHART / "values.yaml").read_text(encoding="utf-8"))
+
+    assert actor_specs(merge_overlay(chart_defaults, values)) == made

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import jsonschema
-from asya_operator.api.decoding import apply_defaults, cel_violations
+
+from asya.crd_rules import apply_defaults, cel_violations
 
 
 def openapi_schema(crd: dict[str, Any]) -> dict[str, Any]:

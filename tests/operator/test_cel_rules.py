@@ -264,7 +264,7 @@ POD_FIELDS = {
 
 
 def test_an_actor_with_every_pod_field_is_accepted_and_keeps_a_volumes_source():
-    from asya_operator.api.decoding import apply_defaults
+    from asya.crd_rules import apply_defaults
 
     cr = broken(ACTOR, **{f"spec__{key}": value for key, value in POD_FIELDS.items()})
 

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import jsonschema
 import kubernetes_validate
 import pytest
-from asya_operator.api.crds import DEFAULT_OUT, REGENERATE, all_crds, crd_files
-from asya_operator.api.decoding import compile_rule
+from asya_operator.api.crds import (
+    DEFAULT_OUT,
+    PACKAGED_SCHEMA,
+    REGENERATE,
+    all_crds,
+    crd_files,
+    packaged_schema,
+)
 
+from asya.crd_rules import compile_rule
 from tests.operator.cr_validation import (
     openapi_schema,
     rules_with_paths,
@@ -29,6 +37,13 @@ def test_the_committed_crd_files_are_exactly_what_the_model_generates():
         f"the CRD files under {DEFAULT_OUT} differ from the model: run `{REGENERATE}`"
         " and commit them"
     )
+
+
+def test_the_asyncactor_schema_render_reads_is_exactly_the_crds():
+    # `asya render` checks what it writes with it (asya never imports the operator).
+    committed = PACKAGED_SCHEMA.read_text(encoding="utf-8")
+    assert committed == packaged_schema(), f"{PACKAGED_SCHEMA} is stale: run `{REGENERATE}`"
+    assert json.loads(committed) == openapi_schema(CRDS["AsyncActor"])
 
 
 def test_every_committed_crd_file_says_how_to_regenerate_it():

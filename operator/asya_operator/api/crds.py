@@ -7,13 +7,16 @@ objects marked to keep their fields) and attaches each Struct's CEL rules
 (`VALIDATIONS`) as `x-kubernetes-validations`.
 
 `python -m asya_operator.api.crds [DIR]` writes one YAML file per CRD (default:
-`charts/asya-operator/crds/`); a test fails when the committed files differ from these.
+`charts/asya-operator/crds/`), and the AsyncActor's schema into the asya package
+(`asya/schemas/asyncactor.json`), where `asya render` checks what it writes with the same
+rules; a test fails when the committed files differ from these.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,6 +45,12 @@ REGENERATE: Final = ".venv/bin/python -m asya_operator.api.crds"
 
 DEFAULT_OUT: Final = Path(__file__).resolve().parents[3] / "charts" / "asya-operator" / "crds"
 """Where the CRD files live in a source checkout."""
+
+PACKAGED_SCHEMA: Final = (
+    Path(__file__).resolve().parents[3] / "asya" / "schemas" / "asyncactor.json"
+)
+"""The AsyncActor's openAPIV3Schema in the asya package, for `asya render` (which never imports
+the operator)."""
 
 
 _KINDS: Final[dict[str, type[msgspec.Struct]]] = {
@@ -258,8 +267,15 @@ def crd_files() -> dict[str, str]:
     return {file_name(crd): render(crd) for crd in all_crds()}
 
 
+def packaged_schema() -> str:
+    """The AsyncActor CRD's openAPIV3Schema as `asya render` reads it (JSON)."""
+    (version,) = async_actor_crd()["spec"]["versions"]
+    return json.dumps(version["schema"]["openAPIV3Schema"], indent=1, sort_keys=True) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Write every CRD as YAML into a directory."""
+    """Write every CRD as YAML into a directory, and the AsyncActor's schema into the asya
+    package."""
     parser = argparse.ArgumentParser(
         prog="python -m asya_operator.api.crds", description=main.__doc__
     )
@@ -270,6 +286,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, text in crd_files().items():
         (out / name).write_text(text, encoding="utf-8")
         print(out / name)
+    PACKAGED_SCHEMA.parent.mkdir(exist_ok=True)
+    PACKAGED_SCHEMA.write_text(packaged_schema(), encoding="utf-8")
+    print(PACKAGED_SCHEMA)
     return 0
 
 
