@@ -118,12 +118,18 @@ _MODELS: Final[dict[type[Any], str]] = {
 _APPLY: Final = "application/apply-patch+yaml"  # a JSON body is YAML too
 _MERGE: Final = "application/merge-patch+json"
 _GROUP_OBJECTS: Final = f"app.kubernetes.io/component={GROUP_COMPONENT}"
+# Strict: a field the API server does not know fails the request, naming it, instead of being
+# dropped with a warning nobody reads (a misspelt field in a free-form volume source, say).
 _APPLY_OPTIONS: Final[dict[str, Any]] = {
     "field_manager": FIELD_MANAGER,
+    "field_validation": "Strict",
     "force": True,
     "_content_type": _APPLY,
 }
-_CREATE_OPTIONS: Final[dict[str, Any]] = {"field_manager": FIELD_MANAGER}
+_CREATE_OPTIONS: Final[dict[str, Any]] = {
+    "field_manager": FIELD_MANAGER,
+    "field_validation": "Strict",
+}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -199,3 +199,44 @@ def test_a_gang_schedulers_podgroups_that_cannot_be_read_fail_no_pass(
 
     assert (states.served, states.unplaced) == (served, {})
     assert ("gang scheduler's PodGroups not read" in caplog.text) is (answer != 404)
+
+
+@pytest.mark.parametrize("missing", [False, True], ids=["applied", "created"])
+def test_objects_are_written_with_strict_field_validation(monkeypatch, missing):
+    # The API server then refuses a field it does not know, naming it (a misspelt field in a
+    # free-form volume source), where by default it would drop it with a warning.
+    from asya_operator import kube as kube_module
+    from kubernetes.client import ApiClient
+    from kubernetes.client.exceptions import ApiException
+
+    sent = []
+
+    class SentError(Exception):
+        """The request is built: nothing goes out."""
+
+    api = ApiClient()
+    serialize = api.param_serialize
+
+    def param_serialize(method, resource_path, *args, query_params=None, **kwargs):
+        sent.append((method, dict(query_params or [])))
+        return serialize(method, resource_path, *args, query_params=query_params, **kwargs)
+
+    def call_api(method, *args, **kwargs):
+        if missing and method == "PATCH":
+            raise ApiException(status=404)
+        raise SentError
+
+    monkeypatch.setattr(api, "param_serialize", param_serialize)
+    monkeypatch.setattr(api, "call_api", call_api)
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "score", "namespace": "ml"},
+        "spec": {},
+    }
+
+    with pytest.raises(SentError):
+        kube_module._apply_object(api, deployment)
+
+    assert [method for method, _ in sent] == (["PATCH", "POST"] if missing else ["PATCH"])
+    assert all(query["fieldValidation"] == "Strict" for _, query in sent), sent

@@ -351,7 +351,10 @@ class Toleration(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
 _Source = Annotated[
     dict[str, Any] | None,
-    doc("A volume source as in core (free-form: the API server checks it with the pod)."),
+    doc(
+        "A volume source as in core (free-form here: the API server checks it with the pod,"
+        " strictly)."
+    ),
 ]
 
 
