@@ -166,8 +166,15 @@ def to_cel(value: Any, schema: dict[str, Any]) -> celtypes.Value:
 def cel_violations(obj: Any, schema: dict[str, Any], path: str = "") -> list[str]:
     """The message of every CEL rule `obj` breaks, each prefixed with the rule's path."""
     found = []
-    for rule in schema.get("x-kubernetes-validations", []):
-        result = _program(rule["rule"]).evaluate({"self": to_cel(obj, schema)})
+    rules = schema.get("x-kubernetes-validations", [])
+    try:
+        bound = to_cel(obj, schema) if rules else None
+    except (ValueError, OverflowError):  # celpy's integers are 64-bit, as the API server's
+        return [
+            f"{path or '<root>'}: holds an integer beyond 64 bits, which the API server refuses"
+        ]
+    for rule in rules:
+        result = _program(rule["rule"]).evaluate({"self": bound})
         if not isinstance(result, celtypes.BoolType) or not result:
             # An evaluation error (a CELEvalError value) rejects the object too.
             found.append(f"{path or '<root>'}: {rule['message']}")

@@ -228,6 +228,30 @@ def _merge_overwrite(into: dict[str, Any], over: Mapping[str, Any]) -> dict[str,
     return into
 
 
+def shape_problems(values: Mapping[str, Any]) -> list[str]:
+    """Where `values` is not shaped as the chart reads it (empty: it is), so that
+    `actor_specs` can read it: `actors` a mapping of names (strings) to mappings, and
+    `actorDefaults`, `broker` and each actor's `broker` mappings (or null)."""
+    problems = []
+    for key in ("actors", "actorDefaults", "broker"):
+        if not isinstance(values.get(key), Mapping | None):
+            problems.append(f"{key}: must be a mapping, got {_kind(values[key])}")
+    actors = values.get("actors")
+    if isinstance(actors, Mapping):
+        for name, actor in actors.items():
+            if not isinstance(name, str):
+                problems.append(f"actors: the key {name!r} is no actor name: quote it")
+            elif not isinstance(actor, Mapping | None):
+                problems.append(f"actors.{name}: must be a mapping of fields, got {_kind(actor)}")
+            elif not isinstance((actor or {}).get("broker"), Mapping | None):
+                problems.append(f"actors.{name}.broker: must be a mapping")
+    return problems
+
+
+def _kind(value: object) -> str:
+    return {list: "a list", str: "a string", bool: "a boolean"}.get(type(value), repr(value))
+
+
 def cluster_problems(values: Mapping[str, Any], crd_schema: dict[str, Any]) -> list[str]:
     """Why the API server would refuse the AsyncActors the chart makes of `values` (empty: it
     would take them all), each as `actors.NAME.FIELD: what`, in the steps the server takes:
@@ -242,15 +266,32 @@ def cluster_problems(values: Mapping[str, Any], crd_schema: dict[str, Any]) -> l
 
     from asya import crd_rules
 
+    shape = shape_problems(values)
+    if shape:
+        return shape
     spec_schema = crd_schema["properties"]["spec"]
-    validator = jsonschema.Draft7Validator(spec_schema)
+    # An integer is a JSON number without a fraction (2.0 is a float: msgspec and the operator
+    # refuse it, where jsonschema's Draft 7 takes it for an integer) and fits in 64 bits.
+    integers = jsonschema.Draft7Validator.TYPE_CHECKER.redefine(
+        "integer",
+        lambda _checker, value: (
+            isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
+        ),
+    )
+    validating = jsonschema.validators.extend(jsonschema.Draft7Validator, type_checker=integers)  # type: ignore[no-untyped-call]
+    validator = validating(spec_schema)
     problems: list[str] = []
     for name, spec in actor_specs(values).items():
         where = f"actors.{name}"  # the chart's AsyncActor `name`, whose spec is the entry
-        if not spec.get("handler"):
-            problems.append(f"{where}.handler: missing; set it to module:attr")
-        if not spec.get("image"):
-            problems.append(f"{where}.image: missing; set it, or the top-level image")
+        missing = [
+            f"{where}.{field}: missing; {fix}"
+            for field, fix in (
+                ("handler", "set it to module:attr"),
+                ("image", "set it, or the top-level image"),
+            )
+            if spec.get(field) is None
+        ]
+        problems += missing
         unknown = crd_rules.unknown_fields(spec, spec_schema, where)
         problems += [f"{field}: the AsyncActor CRD has no such field" for field in unknown]
         if unknown:
@@ -260,9 +301,11 @@ def cluster_problems(values: Mapping[str, Any], crd_schema: dict[str, Any]) -> l
         errors = [
             f"{'.'.join([where, *(str(p) for p in error.absolute_path)])}: {error.message}"
             for error in validator.iter_errors(spec)
+            # A missing handler or image is said above, with the fix.
+            if not (error.validator == "required" and not error.absolute_path)
         ]
         problems += errors
-        if not errors:
+        if not errors and not missing:
             actor = {"apiVersion": _API_VERSION, "kind": "AsyncActor", "metadata": {"name": name}}
             defaulted = crd_rules.apply_defaults({**actor, "spec": spec}, crd_schema)
             problems += [

@@ -87,6 +87,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     values, rounded = render_values(app.specs, image=args.image, namespace=args.namespace)
     if args.values_overlay is not None:
         values = merge_overlay(values, _overlay(args.values_overlay, yaml))
+    namespace = values.get("namespace")
+    if namespace and not (isinstance(namespace, str) and _DNS_LABEL.fullmatch(namespace)):
+        raise RenderError(
+            f"namespace {namespace!r} (from --values-overlay) is not a Kubernetes namespace name:"
+            " lowercase letters, digits and '-', at most 63, starting and ending with a letter"
+            " or digit"
+        )
     _check(values, args.values_overlay)
     for item in rounded:
         print(
@@ -133,8 +140,9 @@ def _check(values: dict[str, Any], overlay: Path | None) -> None:
     try:
         problems = cluster_problems(values, schema)
     except ImportError as exc:
+        package = {"celpy": "cel-python"}.get(str(exc.name), exc.name)
         raise RenderError(
-            f"asya render checks what it writes against the AsyncActor CRD and needs {exc.name}:"
+            f"asya render checks what it writes against the AsyncActor CRD and needs {package}:"
             " pip install 'asya[render]'"
         ) from exc
     if problems:

@@ -198,12 +198,25 @@ SHARED_RULES = [
         "matches any value: remove value",
     ),
 ]
-ACTOR_EXAMPLES = [("unbroken", ACTOR, ""), *SHARED_RULES] + [
-    (what, cr, words)
-    for what, cr, words in BROKEN_BY_CEL + BROKEN_BY_SCHEMA
-    if cr["kind"] == "AsyncActor"
-    and set(cr) <= {"apiVersion", "kind", "metadata", "spec"}
-    and set(cr["metadata"]) == {"name"}
+
+
+def _actors_of(examples, *, words: bool):
+    """The AsyncActor examples render can be given (a name and a spec); with `words`, each
+    with the words its message must hold (a CEL rule's own message is render's too)."""
+    return [
+        (what, cr, fix if words else "")
+        for what, cr, fix in examples
+        if cr["kind"] == "AsyncActor"
+        and set(cr) <= {"apiVersion", "kind", "metadata", "spec"}
+        and set(cr["metadata"]) == {"name"}
+    ]
+
+
+ACTOR_EXAMPLES = [
+    ("unbroken", ACTOR, ""),
+    *SHARED_RULES,
+    *_actors_of(BROKEN_BY_CEL, words=True),
+    *_actors_of(BROKEN_BY_SCHEMA, words=False),
 ]
 
 
@@ -276,6 +289,26 @@ OVERLAYS = [
         {"actorDefaults": {"timeoutSeconds": 0}},
         ["actors.work", "timeoutSeconds must be above 0"],
     ),
+    ("actors as a list", {"actors": [1, 2]}, ["actors: must be a mapping, got a list"]),
+    ("an actor as a number", {"actors": {"x": 5}}, ["actors.x: must be a mapping of fields"]),
+    ("defaults as a string", {"actorDefaults": "s"}, ["actorDefaults: must be a mapping"]),
+    ("the broker as a string", {"broker": "s"}, ["broker: must be a mapping"]),
+    (
+        "an actor's broker as a string",
+        {"actors": {"work": {"broker": "s"}}},
+        ["actors.work.broker: must be a mapping"],
+    ),
+    ("an actor name that is no string", {"actors": {1: {"handler": "a:b"}}}, ["the key 1"]),
+    (
+        "an integer beyond 64 bits",
+        {"actors": {"work": {"scaling": {"maxReplicas": 10**20}}}},
+        ["actors.work.scaling.maxReplicas"],
+    ),
+    (
+        "a whole float for an integer",
+        {"actors": {"work": {"concurrency": 2.0}}},
+        ["actors.work.concurrency: 2.0 is not of type 'integer'"],
+    ),
 ]
 
 
@@ -323,3 +356,23 @@ def test_render_makes_each_actors_spec_as_the_charts_template_does(values):
     chart_defaults = yaml.safe_load((PIPELINE_CHART / "values.yaml").read_text(encoding="utf-8"))
 
     assert actor_specs(merge_overlay(chart_defaults, values)) == made
+
+
+def test_an_integer_beyond_64_bits_is_refused_by_render_and_by_the_operator_without_a_crash():
+    cr = broken(ACTOR, spec__scaling={"maxReplicas": 10**20})
+
+    with pytest.raises(StoredSpecError, match="integer beyond 64 bits"):
+        decode_submitted(cr, AsyncActor)
+    assert cluster_problems(as_values(cr), crd_schema()) != []
+
+
+def test_an_overlays_namespace_is_checked_as_the_namespace_option_is(tmp_path, capsys):
+    app = app_file(tmp_path, "app_namespace", "name='work'")
+    path = tmp_path / "overlay.yaml"
+    path.write_text("namespace: Bad_NS\n", encoding="utf-8")
+
+    code = asya_main(["render", str(app), "--image", IMAGE, "--values-overlay", str(path)])
+    out, err = capsys.readouterr()
+
+    assert (code, out) == (2, "")
+    assert "namespace 'Bad_NS' (from --values-overlay) is not a Kubernetes namespace name" in err

@@ -286,9 +286,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, text in crd_files().items():
         (out / name).write_text(text, encoding="utf-8")
         print(out / name)
-    PACKAGED_SCHEMA.parent.mkdir(exist_ok=True)
-    PACKAGED_SCHEMA.write_text(packaged_schema(), encoding="utf-8")
-    print(PACKAGED_SCHEMA)
+    if out == DEFAULT_OUT:  # a source checkout: the package's copy too
+        PACKAGED_SCHEMA.parent.mkdir(exist_ok=True)
+        PACKAGED_SCHEMA.write_text(packaged_schema(), encoding="utf-8")
+        print(PACKAGED_SCHEMA)
     return 0
 
 
