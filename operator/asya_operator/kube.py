@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
+import json
 import logging
 import os
 import secrets
@@ -336,7 +337,12 @@ class Kube:
 
     async def apply(self, bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """Create or update each of `bodies` (Deployments, StatefulSets, Services, KEDA
-        objects), in order; the stored objects."""
+        objects), in order; the stored objects.
+
+        Raises:
+            ApplyRefusedError: the API server refused one as invalid (400, 422): trying again
+                as it is cannot help.
+        """
         return await self._call(_apply_objects, list(bodies))
 
     async def patch_status(
@@ -614,8 +620,36 @@ def _group_pods(items: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[M
     return found
 
 
+class ApplyRefusedError(Exception):
+    """The API server refused an object the operator wrote as invalid (400, 422: a field it does
+    not know under strict field validation, a value it refuses); the message is its own."""
+
+
+_REFUSED: Final = (400, 422)
+
+
 def _apply_objects(api: ApiClient, bodies: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [_apply_object(api, body) for body in bodies]
+    applied = []
+    for body in bodies:
+        try:
+            applied.append(_apply_object(api, body))
+        except ApiException as exc:
+            if exc.status not in _REFUSED:
+                raise
+            meta = body["metadata"]
+            raise ApplyRefusedError(
+                f"{body['kind']} {meta['name']} refused by the API server: {_message(exc)}"
+            ) from exc
+    return applied
+
+
+def _message(exc: ApiException) -> str:
+    """The API server's own message in an error's body (a Status), else the error's reason."""
+    try:
+        status = json.loads(exc.body or "")
+    except (TypeError, ValueError):
+        return str(exc.reason)
+    return str(status.get("message") or exc.reason) if isinstance(status, dict) else str(exc.reason)
 
 
 def _apply_object(api: ApiClient, body: dict[str, Any]) -> dict[str, Any]:

@@ -72,6 +72,9 @@ class Cluster(kmock.KubernetesEmulator):
     _after_write: collections.defaultdict[kmock.resource, list[Callable[[], None]]] = attrs.field(
         factory=lambda: collections.defaultdict(list), init=False
     )
+    _refusals: collections.defaultdict[
+        kmock.resource, list[Callable[[dict[str, Any]], str | None]]
+    ] = attrs.field(factory=lambda: collections.defaultdict(list), init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -127,6 +130,12 @@ class Cluster(kmock.KubernetesEmulator):
         write (it may read the store through `current` and `stored`)."""
         self._after_write[kmock.resource(resource)].append(callback)
 
+    def refuse(self, resource: str, check: Callable[[dict[str, Any]], str | None]) -> None:
+        """Answer a create or patch of `resource` whose body `check` finds a problem in (its
+        words) with 422 Invalid, as the API server refuses an invalid object (a field it does
+        not know, under strict field validation)."""
+        self._refusals[kmock.resource(resource)].append(check)
+
     def _next_version(self) -> str:
         self._last_version += 1
         return str(self._last_version)
@@ -160,6 +169,11 @@ class Cluster(kmock.KubernetesEmulator):
         if request.resource is None or request.action not in _WRITES:
             return await super()._handle(request)
         async with self._writing:
+            if request.action in (enums.action.CREATE, enums.action.UPDATE):
+                for check in self._refusals.get(request.resource, ()):
+                    problem = check(request.data) if isinstance(request.data, dict) else None
+                    if problem is not None:
+                        raise k8s.KubernetesError(status=422, reason="Invalid", message=problem)
             if request.action == enums.action.CREATE:
                 self._stamp_created(request)
             elif request.action == enums.action.UPDATE:

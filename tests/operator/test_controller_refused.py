@@ -122,3 +122,49 @@ async def test_a_group_that_does_not_decode_is_degraded_with_an_event_and_is_sti
     await world.delete_group("train")
     gone = await world.wait_for(GROUPS, "train", lambda g: g is None, "ActorGroup train deleted")
     assert gone is None
+
+
+def _misspelt_nfs(body: dict) -> str | None:
+    """As the API server's strict field validation words an unknown field."""
+    volumes = body.get("spec", {}).get("template", {}).get("spec", {}).get("volumes", [])
+    for index, volume in enumerate(volumes):
+        for field in volume.get("nfs", {}):
+            if field not in ("server", "path", "readOnly"):
+                return (
+                    f'Deployment in version "v1" cannot be handled as a Deployment: strict'
+                    f' decoding error: unknown field "spec.template.spec.volumes[{index}].nfs.'
+                    f'{field}"'
+                )
+    return None
+
+
+@pytest.mark.rabbitmq
+async def test_an_actor_whose_deployment_the_server_refuses_is_degraded_with_its_words_until_fixed(
+    world, broker_secret, operator, queues
+):
+    # Given: a server that refuses a misspelt field, as strict field validation does
+    world.cluster.refuse(DEPLOYMENTS, _misspelt_nfs)
+
+    # When: an actor names a free-form volume source with a misspelt field
+    volume = {"name": "data", "nfs": {"serer": "nas", "path": "/data"}}
+    await world.create_actor(async_actor("text", volumes=[volume]))
+
+    # Then: Degraded with the server's words, in its status and a Warning Event
+    refused = await world.wait_condition("text", "Degraded", "True")
+    degraded = condition_of(refused, "Degraded")
+    assert degraded["reason"] == "ApplyRefused"
+    assert "Deployment text refused by the API server" in degraded["message"]
+    assert "strict decoding error: unknown field" in degraded["message"]
+    assert '.nfs.serer"' in degraded["message"]
+    assert observed(refused) is None
+    assert [reason for reason, _ in await warnings_about(world, "text")] == ["ApplyRefused"]
+
+    # When: the field is corrected
+    fixed = {"name": "data", "nfs": {"server": "nas", "path": "/data"}}
+    await world.patch_actor("text", {"spec": {"volumes": [fixed]}})
+
+    # Then: applied, and no longer Degraded
+    applied = await world.wait_condition("text", "Degraded", "False")
+    assert observed(applied) == applied["metadata"]["generation"]
+    deployment = await world.wait_exists(DEPLOYMENTS, "text")
+    assert fixed in deployment["spec"]["template"]["spec"]["volumes"]

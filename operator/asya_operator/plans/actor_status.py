@@ -90,14 +90,23 @@ def broker_unreachable(error: object) -> Problem:
     return Problem(Reason.BROKER_UNREACHABLE, f"queues not declared: {error}")
 
 
+def apply_refused(error: object) -> Problem:
+    """The API server refused one of the actor's objects as invalid."""
+    return Problem(Reason.APPLY_REFUSED, f"objects not applied: {error}")
+
+
+_KEPT: Final = (Reason.BROKER_UNREACHABLE, Reason.APPLY_REFUSED)
+
+
 def kept_problems(actor: AsyncActor) -> list[Problem]:
-    """The problems only a declare of the queues finds (the broker unreachable), as `actor`'s
-    status last recorded them: every other writer keeps them, until a declare succeeds."""
+    """The problems only the reconcile's own writes find (the broker unreachable, an object the
+    API server refused), as `actor`'s status last recorded them: every other writer keeps them,
+    until the reconcile's apply and declare succeed."""
     known = (actor.status.conditions if actor.status else None) or ()
     return [
-        Problem(Reason.BROKER_UNREACHABLE, c.message or "")
+        Problem(Reason(c.reason), c.message or "")
         for c in known
-        if (c.type, c.status, c.reason) == ("Degraded", "True", Reason.BROKER_UNREACHABLE)
+        if c.type == "Degraded" and c.status == "True" and c.reason in _KEPT
     ]
 
 

@@ -26,6 +26,7 @@ class Reason(enum.StrEnum):
     SECRET_KEY_MISSING = "SecretKeyMissing"
     FLAVOR_NOT_FOUND = "FlavorNotFound"
     BROKER_UNREACHABLE = "BrokerUnreachable"
+    APPLY_REFUSED = "ApplyRefused"
     AS_EXPECTED = "AsExpected"
     REPLICAS_READY = "ReplicasReady"
     REPLICAS_NOT_READY = "ReplicasNotReady"

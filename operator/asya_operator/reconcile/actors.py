@@ -18,10 +18,13 @@ An actor's pool is its effective one (`plans.pools`): `spec.pool`, else its name
   Degraded, `Ready` is False with the reason and `observedGeneration` stays the last generation
   done. A broker that cannot be reached leaves the actor `Degraded` (`BrokerUnreachable`, with
   the error), tried again every `recheck_s`; the other writers keep that reason until a declare
-  succeeds. An actor that becomes Degraded, or Degraded for another reason, gets a Warning
-  Event with the condition's reason and message (posted before the status is written). A stored
-  spec the operator cannot take (`StoredSpecError`) is Degraded `InvalidSpec` with an Event,
-  and tried again only when the spec changes.
+  succeeds. An object the API server refuses as invalid (strict field validation finding a
+  misspelt field in a free-form volume source, say) leaves it `Degraded` (`ApplyRefused`, with
+  the server's words), kept the same way until an apply succeeds. An actor that becomes
+  Degraded, or Degraded for another reason, gets a Warning Event with the condition's reason
+  and message (posted before the status is written). A stored spec the operator cannot take
+  (`StoredSpecError`) is Degraded `InvalidSpec` with an Event, and tried again only when the
+  spec changes.
 - **follow** (its Deployment's or its broker Secret's change): the status again, its
   `observedGeneration` as the reconcile left it.
 - **follow_default_pool** (its namespace's `asya.sh/default-pool` label changed, and it has no
@@ -53,9 +56,10 @@ from asya_operator.api.decoding import StoredSpecError, decode
 from asya_operator.api.metadata import Owner, actor_name, secret_name
 from asya_operator.api.template import BROKER_AMQP_URL_KEY
 from asya_operator.config import OperatorConfig
-from asya_operator.kube import Kube, World
+from asya_operator.kube import ApplyRefusedError, Kube, World
 from asya_operator.plans.actor_objects import end_actor_owners, plan_actor, plan_end_actors
 from asya_operator.plans.actor_status import (
+    apply_refused,
     broker_unreachable,
     find_problems,
     left_its_pool,
@@ -144,7 +148,18 @@ class ActorReconciler:
         owners = end_actor_owners(world.owners, current=actor)
         bodies = plan_actor(actor, namespace, world.flavor, self._config)
         bodies += _end_actors(namespace, owners, self._config, logger)
-        deployment, *_others = await self._apply_between_passes(actor, namespace, bodies)
+        try:
+            deployment, *_others = await self._apply_between_passes(actor, namespace, bodies)
+        except ApplyRefusedError as exc:
+            # The spec (a free-form field, say) makes an object the server refuses: Degraded
+            # with its words, tried again every recheck_s (a webhook or a CRD may be fixed too).
+            problem = apply_refused(exc)
+            await self._report_seen(
+                namespace, actor_name(actor), world.deployment_status, [problem]
+            )
+            raise kopf.TemporaryError(
+                f"{DEGRADED}: {problem.message}; trying again in {recheck_s} s", delay=recheck_s
+            ) from exc
         assert world.secret is not None  # find_problems checked it and its keys
         try:
             url = world.secret[BROKER_AMQP_URL_KEY]

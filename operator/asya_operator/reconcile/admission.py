@@ -57,7 +57,7 @@ from asya_operator.api.group import (
 from asya_operator.api.metadata import actor_name
 from asya_operator.api.pool import ResourcePool
 from asya_operator.config import GangScheduler, OperatorConfig
-from asya_operator.kube import GANG_KEYS, AdmissionWorld, Kube, MemberPods
+from asya_operator.kube import GANG_KEYS, AdmissionWorld, ApplyRefusedError, Kube, MemberPods
 from asya_operator.plans import instances, kueue
 from asya_operator.plans.actor_objects import plan_actor
 from asya_operator.plans.actor_status import (
@@ -480,7 +480,13 @@ class AdmissionLoop:
         ):
             return
         bodies = plan_actor(actor, namespace, world.flavor, self._config)
-        deployment, *_others = await self._kube.apply(bodies)
+        try:
+            deployment, *_others = await self._kube.apply(bodies)
+        except ApplyRefusedError as exc:
+            # Its own reconcile says so in its status (ApplyRefused); the pass goes on.
+            where = f"{namespace}/{name}"
+            _log.warning("objects refused", extra={"object": where, "error": str(exc)})
+            return
         status = status_seen_since(actor, deployment.get("status"), [], now=at)
         await self._kube.patch_status(AsyncActor, namespace, name, status)
 
