@@ -7,13 +7,14 @@
 #
 # Each commit is checked out in a worktree under $ALTERNATE_DIR (default /tmp/asya-alternate)
 # and run with this checkout's .venv, its own code first on PYTHONPATH. Extra options for the
-# bench go in BENCH_ARGS (default: --count 8000 --rates 20 --light-count 100 --batch-sizes '');
+# bench go in BENCH_ARGS (default: --count 8000 --rates 20 --light-count 100 --batch-sizes ''),
+# e.g. --utilisation local,pods, whose shares are then listed per commit and round too;
 # not --rounds: ROUNDS is the rounds here, and each run's first is the one read.
 # The JSON of every run stays in $ALTERNATE_DIR/results.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$#" -lt 2 ]; then
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 rounds=$1
@@ -53,4 +54,19 @@ for directory in sys.argv[2:]:
     print(f"{sha:9} {len(runs):4}  {statistics.median(rates):6.0f} ({min(rates):.0f}-{max(rates):.0f})"
           f"{p50}   {cpu('sidecar'):.3f} {cpu('runtime'):.3f} {cpu('runtime-worker'):.3f}"
           f" {cpu('broker'):.3f}")
+shares = {}
+for directory in sys.argv[2:]:
+    sha = pathlib.Path(directory).name
+    for p in sorted(results.glob(f"{sha}-*.json")):
+        rows = (json.loads(p.read_text()).get("utilisation") or {}).get("rows", [])
+        for row in rows:
+            if row.get("share") is not None:
+                key = (row["path"], row["batch"], row["device_ms"])
+                shares.setdefault(key, {}).setdefault(sha, []).append(row["share"])
+if shares:
+    print("device utilisation, share of the standalone rate in each round:")
+    for (path, batch, device_ms), by_commit in sorted(shares.items()):
+        for sha, values in by_commit.items():
+            listed = " ".join(f"{v:.2f}" for v in values)
+            print(f"  {path:6} batch {batch:<3} {device_ms:g} ms  {sha:9} {listed}")
 EOF
