@@ -673,12 +673,9 @@ class _SyncLane:
             job.abandoned = True
             if turn_away:
                 turned, self._waiting = self._waiting, collections.deque()
-            following = self._waiting.popleft() if self._waiting else None
+            following = self._take_waiting()
             if following is None:
                 self._free += 1
-            else:
-                self._running += 1
-                following.began = True
         for waiting in turned:
             _settle(waiting.started, False, None)
         if following is not None:
@@ -699,6 +696,15 @@ class _SyncLane:
         self.turn_away()
         for _ in range(idle):
             self._handoff.put(None)
+
+    def _take_waiting(self) -> _Job | None:
+        """The first waiting call, begun on a place its caller gives it (under the lock)."""
+        if not self._waiting:
+            return None
+        job = self._waiting.popleft()
+        job.began = True
+        self._running += 1
+        return job
 
     def _thread(self, job: _Job) -> None:
         """Start a thread on `job`, which holds a place; if none can start, the place is given
@@ -731,18 +737,14 @@ class _SyncLane:
                 # Counted out before its future is done: whoever awaits it sees it ended.
                 job.finished = True
                 self._running -= 1
-                if job.abandoned:
-                    following = None  # its place went to another call when it was abandoned
-                elif self._waiting and not self._closed:
-                    following = self._waiting.popleft()  # keeps this place
-                    following.began = True
-                    self._running += 1
-                else:
-                    following = None
-                    self._free += 1
-                    if not self._closed:
-                        self._idle += 1
-                idle = following is None and not job.abandoned and not self._closed
+                following, idle = None, False
+                if not job.abandoned:  # an abandoned call's place went on when it was abandoned
+                    following = None if self._closed else self._take_waiting()  # keeps the place
+                    if following is None:
+                        self._free += 1
+                        idle = not self._closed
+                        if idle:
+                            self._idle += 1
             _tell(job, job.done, value, error)
             del value, error
             if job.abandoned:
