@@ -78,22 +78,14 @@ def add_parser(commands: Subparsers) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Raises: ActorDefinitionError (the app), RenderError (image, namespace, overlay)."""
     yaml = _yaml()
-    if args.namespace is not None and not _DNS_LABEL.fullmatch(args.namespace):
-        raise RenderError(
-            f"--namespace '{args.namespace}' is not a Kubernetes namespace name: lowercase"
-            " letters, digits and '-', at most 63, starting and ending with a letter or digit"
-        )
+    if args.namespace is not None:
+        _check_namespace(args.namespace, "--namespace {!r}")
     app = load_app(args.app)
     values, rounded = render_values(app.specs, image=args.image, namespace=args.namespace)
     if args.values_overlay is not None:
         values = merge_overlay(values, _overlay(args.values_overlay, yaml))
-    namespace = values.get("namespace")
-    if namespace and not (isinstance(namespace, str) and _DNS_LABEL.fullmatch(namespace)):
-        raise RenderError(
-            f"namespace {namespace!r} (from --values-overlay) is not a Kubernetes namespace name:"
-            " lowercase letters, digits and '-', at most 63, starting and ending with a letter"
-            " or digit"
-        )
+    if values.get("namespace"):  # empty: the release's namespace
+        _check_namespace(values["namespace"], "namespace {!r} (from --values-overlay)")
     _check(values, args.values_overlay)
     for item in rounded:
         print(
@@ -127,6 +119,16 @@ def _yaml() -> Any:
             "asya render writes YAML and needs PyYAML: pip install 'asya[render]'"
         ) from exc
     return yaml
+
+
+def _check_namespace(namespace: object, given: str) -> None:
+    """Raises: RenderError: `namespace` is no Kubernetes namespace name (`given`: where it
+    came from, `{!r}` standing for it)."""
+    if not (isinstance(namespace, str) and _DNS_LABEL.fullmatch(namespace)):
+        raise RenderError(
+            f"{given.format(namespace)} is not a Kubernetes namespace name: lowercase letters,"
+            " digits and '-', at most 63, starting and ending with a letter or digit"
+        )
 
 
 CRD_SCHEMA: Final = "schemas/asyncactor.json"
