@@ -182,24 +182,6 @@ def as_values(cr: dict[str, Any]) -> dict[str, Any]:
     return {"actors": {cr["metadata"]["name"]: copy.deepcopy(cr["spec"])}}
 
 
-# The AsyncActor's own examples of the rules it shares with ResourceFlavor, whose are there.
-SHARED_RULES = [
-    (
-        "an actor's toleration with tolerationSeconds on NoSchedule",
-        broken(
-            ACTOR,
-            spec__tolerations=[{"key": "k", "effect": "NoSchedule", "tolerationSeconds": 30}],
-        ),
-        "set effect: NoExecute or remove tolerationSeconds",
-    ),
-    (
-        "an actor's Exists toleration with a value",
-        broken(ACTOR, spec__tolerations=[{"key": "k", "operator": "Exists", "value": "x"}]),
-        "matches any value: remove value",
-    ),
-]
-
-
 def _actors_of(examples, *, words: bool):
     """The AsyncActor examples render can be given (a name and a spec); with `words`, each
     with the words its message must hold (a CEL rule's own message is render's too)."""
@@ -214,7 +196,6 @@ def _actors_of(examples, *, words: bool):
 
 ACTOR_EXAMPLES = [
     ("unbroken", ACTOR, ""),
-    *SHARED_RULES,
     *_actors_of(BROKEN_BY_CEL, words=True),
     *_actors_of(BROKEN_BY_SCHEMA, words=False),
 ]

@@ -137,6 +137,19 @@ BROKEN_BY_CEL = [
         broken(FLAVOR, spec__tolerations=[{"key": "k", "operator": "Exists", "value": "v"}]),
         "remove value",
     ),
+    (
+        "tolerationSeconds on an actor's NoSchedule toleration",
+        broken(
+            ACTOR,
+            spec__tolerations=[{"key": "k", "effect": "NoSchedule", "tolerationSeconds": 30}],
+        ),
+        "set effect: NoExecute or remove tolerationSeconds",
+    ),
+    (
+        "a value on an actor's Exists toleration",
+        broken(ACTOR, spec__tolerations=[{"key": "k", "operator": "Exists", "value": "x"}]),
+        "matches any value: remove value",
+    ),
 ]
 
 
