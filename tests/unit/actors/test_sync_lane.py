@@ -30,6 +30,25 @@ async def running(first: threading.Event) -> None:
     await asyncio.sleep(0)
 
 
+class Held:
+    """A sync actor each of whose calls records its item's `n`, says a call runs (`first`),
+    and holds until `release` is set."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.first = threading.Event()
+        self.ran: list[int] = []
+
+        @actor(name="x")
+        def device(doc):
+            self.ran.append(doc["n"])
+            self.first.set()
+            self.release.wait(BOUND_S)
+            return doc
+
+        self.spec = spec_of(device)
+
+
 async def test_the_next_call_starts_on_the_thread_that_ended_the_last_while_the_loop_waits():
     release = threading.Event()
     second_started = threading.Event()
@@ -68,29 +87,20 @@ async def test_the_next_call_starts_on_the_thread_that_ended_the_last_while_the_
 
 
 async def test_a_drain_turns_away_the_waiting_calls_and_the_running_one_ends_as_usual():
-    release = threading.Event()
-    first = threading.Event()
-    ran = []
+    held = Held()
 
-    @actor(name="x")
-    def device(doc):
-        ran.append(doc["n"])
-        first.set()
-        release.wait(BOUND_S)
-        return doc
-
-    invoker = LocalInvoker(spec_of(device), slots=1)
+    invoker = LocalInvoker(held.spec, slots=1)
     try:
         calls = [asyncio.ensure_future(invoker.invoke([item(n)])) for n in (1, 2, 3)]
-        await running(first)
+        await running(held.first)
 
         invoker.drain()
-        release.set()
+        held.release.set()
         outcomes = [o for call in calls for o in await call]
 
         assert isinstance(outcomes[0], Success)
         assert outcomes[1:] == [NotStarted(), NotStarted()]
-        assert ran == [1]
+        assert held.ran == [1]
         # Later calls are served as usual.
         [later] = await invoker.invoke([item(4)])
         assert isinstance(later, Success)
@@ -123,34 +133,25 @@ async def test_a_timed_out_call_gives_its_place_to_the_next_at_once_on_a_new_thr
 
 
 async def test_a_call_whose_caller_gives_up_before_it_starts_never_runs():
-    release = threading.Event()
-    first = threading.Event()
-    ran = []
+    held = Held()
 
-    @actor(name="x")
-    def device(doc):
-        ran.append(doc["n"])
-        first.set()
-        release.wait(BOUND_S)
-        return doc
-
-    invoker = LocalInvoker(spec_of(device), slots=1)
+    invoker = LocalInvoker(held.spec, slots=1)
     try:
         one = asyncio.ensure_future(invoker.invoke([item(1)]))
         second = asyncio.ensure_future(invoker.invoke([item(2)]))
-        await running(first)
+        await running(held.first)
 
         second.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await second  # its caller has given up before the first call ended
-        release.set()
+        held.release.set()
         [done] = await one
 
         assert isinstance(done, Success)
         assert second.cancelled()
         [third] = await invoker.invoke([item(3)])  # the place was not lost
         assert isinstance(third, Success)
-        assert ran == [1, 3]
+        assert held.ran == [1, 3]
     finally:
         await invoker.aclose()
 
@@ -184,36 +185,27 @@ async def test_a_batch_actor_s_waiting_batch_is_turned_away_whole_by_a_drain():
 
 
 async def test_a_call_turned_away_whose_caller_then_gives_up_is_not_taken_for_a_stuck_one():
-    release = threading.Event()
-    first = threading.Event()
-    ran = []
+    held = Held()
     abandoned = []
 
-    @actor(name="x")
-    def device(doc):
-        ran.append(doc["n"])
-        first.set()
-        release.wait(BOUND_S)
-        return doc
-
-    invoker = LocalInvoker(spec_of(device), slots=1, on_abandon=lambda: abandoned.append(1))
+    invoker = LocalInvoker(held.spec, slots=1, on_abandon=lambda: abandoned.append(1))
     try:
         one = asyncio.ensure_future(invoker.invoke([item(1)]))
         two = asyncio.ensure_future(invoker.invoke([item(2)]))
-        await running(first)
+        await running(held.first)
 
         invoker.drain()
         two.cancel()  # in the same step as the drain, before its caller saw the answer
         with contextlib.suppress(asyncio.CancelledError):
             await two
-        three, _ = await asyncio.gather(invoker.invoke([item(3)]), _release_soon(release))
+        three, _ = await asyncio.gather(invoker.invoke([item(3)]), _release_soon(held.release))
 
         assert abandoned == []
         assert isinstance((await one)[0], Success)
         assert isinstance(three[0], Success)
-        assert ran == [1, 3]  # one place: 3 waited for 1, and 2 never ran
+        assert held.ran == [1, 3]  # one place: 3 waited for 1, and 2 never ran
     finally:
-        release.set()
+        held.release.set()
         await invoker.aclose()
 
 
