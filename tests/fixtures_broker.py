@@ -11,6 +11,7 @@ import pytest
 from asya.clock import SystemClock
 from asya.crew.ends import EndActor
 from asya.envelope import Envelope
+from asya.errors import TransportError
 from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
 from tests.broker import Cluster, check_reachable, find_broker, new_namespace, sweep_namespaces
@@ -86,7 +87,17 @@ async def transport(request, amqp_url, namespace, actor_names):
     await opened.connect()
     yield opened
     # Sidecars declare the end actors' queues too: the namespace is the test's own, so all go.
-    await opened.delete_queues(actor_names | {HAPPY_END, ERROR_END})
+    # A test that restarted the broker may end while this connection is between two: the
+    # deletion waits for it, and starts again if the new one drops too.
+    async with asyncio.timeout(60):
+        while True:
+            await opened.wait_connected()
+            try:
+                await opened.delete_queues(actor_names | {HAPPY_END, ERROR_END})
+                break
+            except TransportError:
+                if opened.can_publish:
+                    raise  # connected all along: not the restart's doing
     await opened.aclose()
 
 

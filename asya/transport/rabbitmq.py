@@ -174,6 +174,17 @@ class RabbitMQTransport:
                 f"cannot reach the broker at {_safe(self._url)}: {exc or type(exc).__name__}"
             ) from exc
 
+    async def wait_connected(self) -> None:
+        """Return once the connection is open: at once, or when a reconnect in progress ends.
+
+        Raises:
+            TransportError: connect() was never called, or the connection was closed.
+        """
+        connection = self._connection
+        if connection is None or connection.is_closed:
+            raise TransportError("not connected: call connect() first")
+        await connection.connected.wait()
+
     async def __aenter__(self) -> RabbitMQTransport:
         await self.connect()
         return self
@@ -254,7 +265,8 @@ class RabbitMQTransport:
             raise TransportError("not connected: call connect() first")
         try:
             return await self._connection.channel()
-        except aiormq.exceptions.AMQPError as exc:
+        # aio-pika raises RuntimeError while the robust connection is between two connections.
+        except (aiormq.exceptions.AMQPError, RuntimeError) as exc:
             raise TransportError(f"cannot open a channel: {exc}") from exc
 
     async def open_confirm_channel(self) -> AbstractChannel:

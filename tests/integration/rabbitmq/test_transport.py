@@ -9,8 +9,9 @@ import aio_pika
 import pytest
 
 from asya.envelope import END_LIMITS, Reason, encode_envelope
-from asya.errors import UnknownActorError
+from asya.errors import TransportError, UnknownActorError
 from asya.routing import ERROR_END
+from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
 from tests.factories import envelope
 
 
@@ -214,3 +215,15 @@ async def test_settling_after_close_is_harmless_and_the_message_comes_back(trans
     assert kept == 0
     assert (back.body, back.redelivered) == (b"given back", True)
     assert held == 1
+
+
+async def test_waiting_for_the_connection_returns_when_open_and_refuses_when_never_opened(
+    transport, amqp_url
+):
+    options = RabbitMQOptions(namespace=transport.options.namespace)
+    never_opened = RabbitMQTransport(amqp_url, options)
+
+    await transport.wait_connected()
+
+    with pytest.raises(TransportError, match=r"call connect\(\) first"):
+        await never_opened.wait_connected()
