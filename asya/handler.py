@@ -707,19 +707,26 @@ class _SyncLane:
         return job
 
     def _thread(self, job: _Job) -> None:
-        """Start a thread on `job`, which holds a place; if none can start, the place is given
-        back and the job fails to start (its caller gets the error)."""
-        self._count += 1  # names only: a race here costs a duplicate name, nothing else
-        thread = threading.Thread(
-            target=self._work, args=(job,), name=f"{self._name}-{self._count}", daemon=True
-        )
-        try:
-            thread.start()
-        except RuntimeError as exc:  # "can't start new thread"
-            with self._lock:
-                self._running -= 1
-                self._free += 1
-            _settle(job.started, None, exc)
+        """Start a thread on `job`, which holds a place; if none can start, the job fails to
+        start (its caller gets the error) and its place goes to the next waiting call, if one
+        came meanwhile (nothing else would start it), or is given back."""
+        following: _Job | None = job
+        while following is not None:
+            job = following
+            self._count += 1  # names only: a race here costs a duplicate name, nothing else
+            thread = threading.Thread(
+                target=self._work, args=(job,), name=f"{self._name}-{self._count}", daemon=True
+            )
+            try:
+                thread.start()
+                return
+            except RuntimeError as exc:  # "can't start new thread"
+                with self._lock:
+                    self._running -= 1
+                    following = None if self._closed else self._take_waiting()
+                    if following is None:
+                        self._free += 1
+                _settle(job.started, None, exc)
 
     def _work(self, job: _Job | None) -> None:
         while job is not None:

@@ -11,7 +11,7 @@ import threading
 from asya import actor
 from asya.actor import spec_of
 from asya.envelope import Reason
-from asya.handler import LocalInvoker
+from asya.handler import LocalInvoker, _SyncLane
 from asya.outcome import NotStarted, Success
 from asya.retry import RetryPolicy
 from tests.factories import envelope
@@ -253,3 +253,31 @@ async def test_a_handler_raising_stop_iteration_fails_its_call_instead_of_losing
 
     assert outcome.reason is Reason.HANDLER_ERROR
     assert "StopIteration" in outcome.message
+
+
+async def test_a_call_that_came_while_a_thread_failed_to_start_gets_the_place_it_left(
+    monkeypatch,
+):
+    lane = _SyncLane("x", slots=1)
+    real_start = threading.Thread.start
+    came_meanwhile = []
+
+    def start_failing_once(thread):
+        if not came_meanwhile:
+            # Another caller submits while this start fails: it finds no free place and waits.
+            came_meanwhile.append(lane.submit(lambda: "second"))
+            raise RuntimeError("can't start new thread")
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start_failing_once)
+    first = lane.submit(lambda: "first")
+    [second] = came_meanwhile
+
+    with contextlib.suppress(RuntimeError):
+        await first.started
+    async with asyncio.timeout(BOUND_S):
+        started, value = await second.started, await second.done
+
+    assert first.started.exception() is not None
+    assert (started, value) == (True, "second")
+    lane.close()
