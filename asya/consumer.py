@@ -245,6 +245,8 @@ class Consumer:
         now = self._clock.now()
         if isinstance(outcome, Success):
             plan.deliveries = plan_success(envelope, outcome, now)
+            for index, problem in outcome.unsendable.items():
+                self._unsendable(plan, len(outcome.outputs), index, problem)
             for delivery in plan.deliveries:
                 if delivery.target == ERROR_END:
                     plan.result = StepResult.FAILED
@@ -262,6 +264,18 @@ class Consumer:
         ]
         plan.result = StepResult.FAILED if delay is None else StepResult.RETRIED
         plan.reason = outcome.reason.value
+
+    def _unsendable(self, plan: _Plan, outputs: int, index: int, problem: str) -> None:
+        """The output a worker could not send goes to `error-end` in place of its delivery,
+        as the same output of an in-process call does when it is encoded."""
+        if not 0 <= index < outputs:  # each output has its delivery, in order
+            log.warning(
+                "the runtime named an output it did not return; ignored",
+                extra={"actor": self.config.name, "index": index},
+            )
+            return
+        rejected = self._reject_output(plan.deliveries[index], plan.source, EnvelopeError(problem))
+        plan.deliveries[index] = rejected
 
     async def _publish(self, delivery: Delivery, source: Envelope | None) -> str | None:
         """Publish one delivery; one that cannot go where planned goes to `error-end`, and

@@ -29,6 +29,10 @@ class Success(msgspec.Struct, frozen=True, kw_only=True, tag="ok", tag_field="ou
     outputs: tuple[Emitted, ...] = ()
     fan_out: bool = False
     """True when the handler was a generator: each output is a child with its own id."""
+    unsendable: dict[int, str] = {}
+    """Outputs a worker process could not send, by their index in `outputs`, with why (JSON
+    would not carry them faithfully); their payloads are left out (None). Each goes to
+    `error-end` as `InvalidOutput` and the others go on, as an in-process call's do."""
 
 
 class Failure(msgspec.Struct, frozen=True, kw_only=True, tag="error", tag_field="outcome"):

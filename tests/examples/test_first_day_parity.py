@@ -111,3 +111,63 @@ def test_asya_dev_and_pytest_end_each_input_the_same_way(tmp_path):
     )
     assert "cleaning 0" in done.stderr
     assert done.stderr.count("on CPU") == 1, done.stderr
+
+
+FAN_OUT = textwrap.dedent(
+    """
+    from asya import actor
+
+    ROUTE = ["split"]
+
+
+    @actor(gpus=1)  # a worker process of its own under asya dev (on CPU here)
+    def split(doc: dict):
+        yield {"n": doc["n"], "part": "kept"}
+        yield {"n": doc["n"], "part": "lost", "tags": {"a"}}  # a set: JSON makes it a list
+    """
+)
+
+
+def ending(final: dict) -> tuple:
+    """What became of one branch of a fan-out: its place, phase, reason, payload and error."""
+    status = final["status"]
+    error = (status.get("error") or {}).get("message")
+    return (
+        final["id"].rpartition("-")[2],
+        status["phase"],
+        status.get("reason"),
+        final["payload"],
+        error,
+    )
+
+
+def test_an_output_json_cannot_carry_fails_alone_in_a_worker_process_as_in_pytest(tmp_path):
+    app = tmp_path / "fan_out"
+    app.mkdir()
+    (app / "__init__.py").write_text(FAN_OUT)
+    inputs = tmp_path / "inputs.jsonl"
+    inputs.write_text(json.dumps({"n": 1}) + "\n")
+
+    done = subprocess.run(
+        [sys.executable, "-m", "asya.cli", "dev", str(app), "--input", str(inputs)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        check=False,
+    )
+    by_dev = sorted(ending(json.loads(line)) for line in done.stdout.splitlines())
+    by_pytest = sorted(ending(msgspec.to_builtins(f)) for f in run(str(app), [{"n": 1}]).finals)
+
+    lost = (
+        "output of 'split' cannot be sent: payload.tags is {'a'} (set): JSON has no sets (it"
+        " would arrive as a list in arbitrary order); send sorted(...) or list(...)"
+    )
+    assert (
+        by_dev
+        == by_pytest
+        == [
+            ("1", "succeeded", None, {"n": 1, "part": "kept"}, None),
+            ("2", "failed", "InvalidOutput", {"n": 1}, lost),
+        ]
+    ), done.stderr

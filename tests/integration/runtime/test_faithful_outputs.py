@@ -1,22 +1,19 @@
 """A worker process holds its outputs to the same rule as the in-process runner.
 
 Outcomes cross from a worker to the sidecar as msgpack, which would carry a set as a list, a
-date or a UUID as a string: the worker checks each output as JSON first, so what fails as
-`InvalidOutput` in-process (`asya.testing.run`, `asya dev`) fails the same way under `asya
-serve`, `--isolate`, GPU workers and in pods, with the same message.
+date or a UUID as a string: the worker checks each output as JSON first and sends the problem in
+its place, so what fails as `InvalidOutput` in-process (`asya.testing.run`, `asya dev`) fails the
+same way under `asya serve`, `--isolate`, GPU workers and in pods, with the same message, and
+alone (the call's other outputs go on: tests/examples/test_first_day_parity.py).
 """
 
 from __future__ import annotations
 
 import textwrap
-import uuid
 
 import pytest
 
-from asya import actor
-from asya.envelope import Reason
-from asya.outcome import Failure, Success
-from asya.testing import acall_actor
+from asya.outcome import Success
 from tests.integration.runtime.processes import call, connect, start_runtime
 
 HANDLERS = textwrap.dedent(
@@ -35,6 +32,12 @@ HANDLERS = textwrap.dedent(
     @actor
     def work(doc):
         return BAD.get(doc["kind"], {"box": (1, 2)})
+
+    @actor
+    def split(doc):
+        yield {"box": (1, 2)}
+        yield BAD["set"]
+        yield {"n": 3}
     """
 )
 
@@ -58,15 +61,14 @@ async def client(tmp_path):
         ("int-key", "payload.counts has the key 1 (int)"),
     ],
 )
-async def test_an_output_json_would_change_fails_in_a_worker_as_it_does_in_process(
+async def test_an_output_json_would_change_is_left_out_by_a_worker_and_named_with_why(
     client, kind, named
 ):
     [outcome] = await client.invoke(call({"kind": kind}))
 
-    assert isinstance(outcome, Failure)
-    assert outcome.reason is Reason.INVALID_OUTPUT
-    assert not outcome.retryable
-    assert outcome.message.startswith(f"output of 'work' cannot be sent: {named}")
+    assert isinstance(outcome, Success)
+    assert outcome.outputs[0].payload is None
+    assert outcome.unsendable[0].startswith(named)
 
 
 async def test_an_output_converted_on_purpose_passes_a_worker(client):
@@ -76,11 +78,17 @@ async def test_an_output_converted_on_purpose_passes_a_worker(client):
     assert outcome.outputs[0].payload == {"box": [1, 2]}
 
 
-async def test_the_message_is_the_one_call_actor_gives(client):
-    @actor
-    def work(doc):
-        return {"id": uuid.UUID(int=7)}
+async def test_only_the_output_json_would_change_is_left_out_of_a_fan_out(tmp_path):
+    rt = await start_runtime(tmp_path, HANDLERS, "handlers_mod:split")
+    runtime_client = await connect(rt)
+    try:
+        [outcome] = await runtime_client.invoke(call({}))
+    finally:
+        await runtime_client.aclose()
+        await rt.stop()
 
-    [outcome] = await client.invoke(call({"kind": "uuid"}))
-
-    assert outcome.message == (await acall_actor(work, {"kind": "uuid"})).failure.message
+    assert isinstance(outcome, Success)
+    assert outcome.fan_out
+    assert [o.payload for o in outcome.outputs] == [{"box": [1, 2]}, None, {"n": 3}]
+    assert list(outcome.unsendable) == [1]
+    assert outcome.unsendable[1].startswith("payload.tags is {")

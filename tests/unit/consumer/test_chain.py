@@ -12,6 +12,7 @@ from asya.actor import ActorConfig, spec_of
 from asya.envelope import Envelope, Limits, Phase, Reason, decode_envelope, encode_envelope
 from asya.handler import LocalInvoker
 from asya.hooks import Hooks, StepResult
+from asya.outcome import Emitted, Success
 from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.memory import MemoryTransport
 from tests.factories import FakeClock, Replica, envelope, rng
@@ -327,3 +328,67 @@ async def test_an_input_whose_processing_crashes_is_requeued_not_lost():
     await transport.aclose()
 
     assert msgspec.json.decode(message.body)["id"] == "e1"
+
+
+class Answering:
+    """An invoker standing in for a worker process: answers every call with `outcome`."""
+
+    def __init__(self, outcome):
+        self.outcome = outcome
+
+    async def invoke(self, envelopes):
+        return [self.outcome for _ in envelopes]
+
+    def drain(self):
+        pass
+
+    async def aclose(self):
+        pass
+
+
+async def _step_through(outcome):
+    """The finals of one envelope sent to an actor whose worker answers `outcome`, once the
+    actor has stopped (its message settled): those at happy-end, those at error-end."""
+    transport = MemoryTransport()
+    for name in ("w", HAPPY_END, ERROR_END):
+        await transport.declare(name)
+    consumer = Replica(
+        ActorConfig(name="w"),
+        transport=transport,
+        invoker=Answering(outcome),
+        limits=Limits(),
+        clock=FakeClock(),
+        rng=rng(),
+    )
+    await consumer.start()
+    mesh = Mesh()
+    mesh.transport = transport
+    try:
+        await mesh.send(envelope("w", payload={"in": 1}))
+        done = await mesh.finals(HAPPY_END, 1)
+    finally:
+        await consumer.stop(1)  # every output of the step is published before it is acked
+    assert (await transport.depth("w")).unacked == 0
+    failed = await mesh.finals(ERROR_END, (await transport.depth(ERROR_END)).ready)
+    return done, failed
+
+
+async def test_an_output_a_worker_could_not_send_fails_alone_and_its_siblings_go_on():
+    kept, lost = Emitted(payload={"n": 1}, next=()), Emitted(payload=None, next=())
+    outcome = Success(outputs=(kept, lost), fan_out=True, unsendable={1: "payload.x is {1}"})
+
+    [done], [failed] = await _step_through(outcome)
+
+    assert (done.id.rsplit("-")[-1], done.payload) == ("1", {"n": 1})
+    assert (failed.id.rsplit("-")[-1], failed.payload) == ("2", {"in": 1})
+    assert failed.status.reason is Reason.INVALID_OUTPUT
+    assert failed.status.error.message == "output of 'w' cannot be sent: payload.x is {1}"
+
+
+async def test_a_worker_naming_an_output_it_did_not_return_is_ignored_not_obeyed():
+    outcome = Success(outputs=(Emitted(payload={"n": 1}, next=()),), unsendable={5: "bogus"})
+
+    [done], failed = await _step_through(outcome)
+
+    assert done.payload == {"n": 1}
+    assert failed == []
