@@ -722,6 +722,7 @@ class _SyncLane:
                 return
             except RuntimeError as exc:  # "can't start new thread"
                 with self._lock:
+                    job.finished = True  # never ran: not to be abandoned (a second free place)
                     self._running -= 1
                     following = None if self._closed else self._take_waiting()
                     if following is None:

@@ -280,4 +280,6 @@ async def test_a_call_that_came_while_a_thread_failed_to_start_gets_the_place_it
 
     assert first.started.exception() is not None
     assert (started, value) == (True, "second")
+    # A caller cancelled about then abandons the call: it never ran, so no place comes free.
+    assert lane.abandon(first) is False
     lane.close()
