@@ -86,19 +86,29 @@ async def transport(request, amqp_url, namespace, actor_names):
     opened = RabbitMQTransport(amqp_url, options)
     await opened.connect()
     yield opened
-    # Sidecars declare the end actors' queues too: the namespace is the test's own, so all go.
-    # A test that restarted the broker may end while this connection is between two: the
-    # deletion waits for it, and starts again if the new one drops too.
-    async with asyncio.timeout(60):
-        while True:
-            await opened.wait_connected()
-            try:
-                await opened.delete_queues(actor_names | {HAPPY_END, ERROR_END})
-                break
-            except TransportError:
-                if opened.can_publish:
-                    raise  # connected all along: not the restart's doing
-    await opened.aclose()
+    try:
+        await _delete_queues(opened, actor_names | {HAPPY_END, ERROR_END})
+    finally:
+        await opened.aclose()
+
+
+async def _delete_queues(opened: RabbitMQTransport, actors: set[str]) -> None:
+    """Sidecars declare the end actors' queues too: the namespace is the test's own, so all
+    go. A test that restarted the broker may end while this connection is between two: the
+    deletion waits for it, and starts again if it drops once more, for up to a minute."""
+    failed: TransportError | None = None
+    try:
+        async with asyncio.timeout(60):
+            while True:
+                await opened.wait_connected()
+                try:
+                    await opened.delete_queues(actors)
+                    return
+                except TransportError as exc:
+                    failed = exc
+                    await asyncio.sleep(0.2)  # the drop may not have reached the client yet
+    except TimeoutError as exc:
+        raise (failed or exc) from exc
 
 
 @pytest.fixture

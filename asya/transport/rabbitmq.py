@@ -176,9 +176,11 @@ class RabbitMQTransport:
 
     async def wait_connected(self) -> None:
         """Return once the connection is open: at once, or when a reconnect in progress ends.
+        The channels it restores may follow a moment later. It waits for as long as the
+        reconnect takes, and a close while it waits never ends it: bound it with a timeout.
 
         Raises:
-            TransportError: connect() was never called, or the connection was closed.
+            TransportError: connect() was never called, or the connection was closed before.
         """
         connection = self._connection
         if connection is None or connection.is_closed:
@@ -275,7 +277,7 @@ class RabbitMQTransport:
             raise TransportError("not connected: call connect() first")
         try:
             return await self._connection.channel(publisher_confirms=True, on_return_raises=True)
-        except aiormq.exceptions.AMQPError as exc:
+        except (aiormq.exceptions.AMQPError, RuntimeError) as exc:  # RuntimeError: as above
             raise TransportError(f"cannot open a channel: {exc}") from exc
 
     def _queue_arguments(self, actor: str) -> dict[str, Any]:
@@ -473,7 +475,8 @@ class RabbitMQTransport:
         for name in sorted(self._declared):
             try:
                 await channel.queue_delete(name)
-            except aiormq.exceptions.AMQPError:
+            # aio-pika raises RuntimeError (ChannelInvalidStateError) on a channel it has closed.
+            except (aiormq.exceptions.AMQPError, RuntimeError):
                 channel = await self.open_channel()
         await channel.close()
         self._declared.clear()
