@@ -39,7 +39,7 @@ from asya.errors import EnvelopeError, PayloadTooLargeError, TransportError, Unk
 from asya.handler import Invoker
 from asya.hooks import NO_HOOKS, NO_TRACE, Hooks, StepResult, Trace
 from asya.message_loop import Finish, Settle
-from asya.outcome import NotStarted, Outcome, Success, unsendable_output
+from asya.outcome import Failure, NotStarted, Outcome, Success, unsendable_output
 from asya.retry import next_delay_ms
 from asya.routing import (
     ERROR_END,
@@ -243,10 +243,12 @@ class Consumer:
             plan.unstarted = True
             return
         now = self._clock.now()
+        if isinstance(outcome, Failure) and outcome.partial is not None:
+            outcome = outcome.partial  # a worker's outputs, some it could not send
         if isinstance(outcome, Success):
             plan.deliveries = plan_success(envelope, outcome, now)
-            for index, problem in outcome.unsendable.items():
-                self._unsendable(plan, len(outcome.outputs), index, problem)
+            if outcome.unsendable:
+                self._unsendable(plan, outcome)
             for delivery in plan.deliveries:
                 if delivery.target == ERROR_END:
                     plan.result = StepResult.FAILED
@@ -265,17 +267,23 @@ class Consumer:
         plan.result = StepResult.FAILED if delay is None else StepResult.RETRIED
         plan.reason = outcome.reason.value
 
-    def _unsendable(self, plan: _Plan, outputs: int, index: int, problem: str) -> None:
-        """The output a worker could not send goes to `error-end` in place of its delivery,
+    def _unsendable(self, plan: _Plan, outcome: Success) -> None:
+        """Each output a worker could not send goes to `error-end` in place of its delivery,
         as the same output of an in-process call does when it is encoded."""
-        if not 0 <= index < outputs:  # each output has its delivery, in order
-            log.warning(
-                "the runtime named an output it did not return; ignored",
-                extra={"actor": self.config.name, "index": index},
+        bogus = 0
+        for index, problem in outcome.unsendable.items():
+            if not 0 <= index < len(outcome.outputs):  # each output has its delivery, in order
+                bogus += 1
+                continue
+            failed = self._reject_output(
+                plan.deliveries[index], plan.source, EnvelopeError(problem)
             )
-            return
-        rejected = self._reject_output(plan.deliveries[index], plan.source, EnvelopeError(problem))
-        plan.deliveries[index] = rejected
+            plan.deliveries[index] = failed
+        if bogus:
+            log.warning(
+                "the runtime named outputs it did not return; ignored",
+                extra={"actor": self.config.name, "count": bogus},
+            )
 
     async def _publish(self, delivery: Delivery, source: Envelope | None) -> str | None:
         """Publish one delivery; one that cannot go where planned goes to `error-end`, and

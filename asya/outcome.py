@@ -32,7 +32,8 @@ class Success(msgspec.Struct, frozen=True, kw_only=True, tag="ok", tag_field="ou
     unsendable: dict[int, str] = {}
     """Outputs a worker process could not send, by their index in `outputs`, with why (JSON
     would not carry them faithfully); their payloads are left out (None). Each goes to
-    `error-end` as `InvalidOutput` and the others go on, as an in-process call's do."""
+    `error-end` as `InvalidOutput` and the others go on, as an in-process call's do. Only ever
+    inside a `Failure.partial`."""
 
 
 class Failure(msgspec.Struct, frozen=True, kw_only=True, tag="error", tag_field="outcome"):
@@ -43,6 +44,11 @@ class Failure(msgspec.Struct, frozen=True, kw_only=True, tag="error", tag_field=
     message: str
     retryable: bool
     traceback: str | None = None
+    partial: Success | None = None
+    """A worker's call that succeeded with outputs it could not all send: what a sidecar of
+    this version routes instead of the failure (each unsendable output fails alone). An older
+    sidecar does not know the field and fails the whole call, as it always did, rather than
+    send an output it was not given."""
 
 
 class NotStarted(msgspec.Struct, frozen=True, tag="unstarted", tag_field="outcome"):

@@ -6,8 +6,8 @@ from the runtime to each worker process decodes them and runs the handler. Each 
 its own task so many are in flight at once (the invoker starts them in order, as many at once
 as it runs; see `asya.handler.Invoker`); answers share one writer. A Drain frame drains the
 invoker. A worker's outputs that JSON does not carry faithfully (checked before msgpack, which
-would carry sets and dates changed) are left out and named in the Success (`unsendable`): each
-fails alone as `InvalidOutput`, as it does in-process, and
+would carry sets and dates changed) are left out and named (`Failure.partial`): each fails
+alone as `InvalidOutput`, as it does in-process, and
 a Result over the bounds this side promised in its Pong becomes
 `PayloadTooLarge` failures, instead of breaking the connection. A frame from the peer that is
 over the Call bound, stalls mid-way or is not ours closes the connection, with a log line.
@@ -28,7 +28,7 @@ from asya.actor import ActorConfig
 from asya.envelope import Reason, check_payload
 from asya.errors import EnvelopeError, RuntimeProtocolError
 from asya.handler import Invoker
-from asya.outcome import Failure, Outcome, Success, worker_crashed
+from asya.outcome import Failure, Outcome, Success, unsendable_output, worker_crashed
 from asya.runtime.frames import (
     FRAME_TIMEOUT_S,
     PROTOCOL,
@@ -181,28 +181,33 @@ class WorkerConnection(Connection[Invoker]):
 
     async def _answer(self, call: Call) -> None:
         outcomes = await self._invoker.invoke(call.envelopes)
-        await self._send_result(call.id, [_sendable(o) for o in outcomes])
+        await self._send_result(call.id, [_sendable(o, self._info.name) for o in outcomes])
 
 
-def _sendable(outcome: Outcome) -> Outcome:
-    """`outcome`, with each output JSON does not carry faithfully left out (payload None) and
-    named in `unsendable` with why: the consumer sends that one to `error-end` and the others
-    on, as it does in-process, where it finds the same problem when it encodes the output."""
+def _sendable(outcome: Outcome, actor: str) -> Outcome:
+    """`outcome`, or, if JSON does not carry some output faithfully, the `InvalidOutput`
+    failure of the whole call with the outcome in `partial`: those outputs left out (payload
+    None) and named in `unsendable` with why. A sidecar of this version routes the partial
+    outcome: that output to `error-end` and the others on, as it does in-process, where it finds
+    the same problem when it encodes the output. An older one fails the whole call."""
     if not isinstance(outcome, Success):
         return outcome
     problems: dict[int, str] = {}
+    first: EnvelopeError | None = None
     for index, output in enumerate(outcome.outputs):
         try:
             check_payload(output.payload)
         except EnvelopeError as exc:
             problems[index] = str(exc)
-    if not problems:
+            first = first or exc
+    if first is None:
         return outcome
     outputs = tuple(
         msgspec.structs.replace(output, payload=None) if index in problems else output
         for index, output in enumerate(outcome.outputs)
     )
-    return msgspec.structs.replace(outcome, outputs=outputs, unsendable=problems)
+    partial = msgspec.structs.replace(outcome, outputs=outputs, unsendable=problems)
+    return msgspec.structs.replace(unsendable_output(actor, first), partial=partial)
 
 
 class ForwardingConnection(Connection[ForwardedInvoker]):

@@ -13,7 +13,8 @@ import textwrap
 
 import pytest
 
-from asya.outcome import Success
+from asya.envelope import Reason
+from asya.outcome import Failure, Success
 from tests.integration.runtime.processes import call, connect, start_runtime
 
 HANDLERS = textwrap.dedent(
@@ -61,14 +62,20 @@ async def client(tmp_path):
         ("int-key", "payload.counts has the key 1 (int)"),
     ],
 )
-async def test_an_output_json_would_change_is_left_out_by_a_worker_and_named_with_why(
+async def test_an_output_json_would_change_fails_in_a_worker_and_is_left_out_named_with_why(
     client, kind, named
 ):
     [outcome] = await client.invoke(call({"kind": kind}))
 
-    assert isinstance(outcome, Success)
-    assert outcome.outputs[0].payload is None
-    assert outcome.unsendable[0].startswith(named)
+    # What a sidecar from before `partial` reads: the call failed, as in-process.
+    assert isinstance(outcome, Failure)
+    assert outcome.reason is Reason.INVALID_OUTPUT
+    assert not outcome.retryable
+    assert outcome.message.startswith(f"output of 'work' cannot be sent: {named}")
+    # What this version's sidecar routes instead.
+    assert outcome.partial is not None
+    assert outcome.partial.outputs[0].payload is None
+    assert outcome.partial.unsendable[0].startswith(named)
 
 
 async def test_an_output_converted_on_purpose_passes_a_worker(client):
@@ -87,8 +94,10 @@ async def test_only_the_output_json_would_change_is_left_out_of_a_fan_out(tmp_pa
         await runtime_client.aclose()
         await rt.stop()
 
-    assert isinstance(outcome, Success)
-    assert outcome.fan_out
-    assert [o.payload for o in outcome.outputs] == [{"box": [1, 2]}, None, {"n": 3}]
-    assert list(outcome.unsendable) == [1]
-    assert outcome.unsendable[1].startswith("payload.tags is {")
+    assert isinstance(outcome, Failure)
+    partial = outcome.partial
+    assert partial is not None
+    assert partial.fan_out
+    assert [o.payload for o in partial.outputs] == [{"box": [1, 2]}, None, {"n": 3}]
+    assert list(partial.unsendable) == [1]
+    assert partial.unsendable[1].startswith("payload.tags is {")

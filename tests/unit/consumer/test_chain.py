@@ -12,7 +12,7 @@ from asya.actor import ActorConfig, spec_of
 from asya.envelope import Envelope, Limits, Phase, Reason, decode_envelope, encode_envelope
 from asya.handler import LocalInvoker
 from asya.hooks import Hooks, StepResult
-from asya.outcome import Emitted, Success
+from asya.outcome import Emitted, Failure, Success
 from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.memory import MemoryTransport
 from tests.factories import FakeClock, Replica, envelope, rng
@@ -373,11 +373,22 @@ async def _step_through(outcome):
     return done, failed
 
 
+def _partly_sent(partial):
+    """What a worker answers when some of its outputs cannot be sent."""
+    return Failure(
+        reason=Reason.INVALID_OUTPUT,
+        type="InvalidOutput",
+        message="output of 'w' cannot be sent: (the first problem)",
+        retryable=False,
+        partial=partial,
+    )
+
+
 async def test_an_output_a_worker_could_not_send_fails_alone_and_its_siblings_go_on():
     kept, lost = Emitted(payload={"n": 1}, next=()), Emitted(payload=None, next=())
-    outcome = Success(outputs=(kept, lost), fan_out=True, unsendable={1: "payload.x is {1}"})
+    partial = Success(outputs=(kept, lost), fan_out=True, unsendable={1: "payload.x is {1}"})
 
-    [done], [failed] = await _step_through(outcome)
+    [done], [failed] = await _step_through(_partly_sent(partial))
 
     assert (done.id.rsplit("-")[-1], done.payload) == ("1", {"n": 1})
     assert (failed.id.rsplit("-")[-1], failed.payload) == ("2", {"in": 1})
@@ -386,9 +397,11 @@ async def test_an_output_a_worker_could_not_send_fails_alone_and_its_siblings_go
 
 
 async def test_a_worker_naming_an_output_it_did_not_return_is_ignored_not_obeyed():
-    outcome = Success(outputs=(Emitted(payload={"n": 1}, next=()),), unsendable={5: "bogus"})
+    partial = Success(
+        outputs=(Emitted(payload={"n": 1}, next=()),), unsendable={5: "bogus", -1: "bogus"}
+    )
 
-    [done], failed = await _step_through(outcome)
+    [done], failed = await _step_through(_partly_sent(partial))
 
     assert done.payload == {"n": 1}
     assert failed == []

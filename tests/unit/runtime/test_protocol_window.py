@@ -29,6 +29,7 @@ from asya.runtime.frames import (
     Ping,
     Pong,
     Result,
+    encode_frame,
     frame_bounds,
 )
 from tests import protocol2
@@ -333,3 +334,34 @@ async def test_a_runtime_older_than_the_protocol_field_is_refused_as_too_old(tmp
     error = await refusal(str(tmp_path / "rt.sock"), pong)
 
     assert "the runtime speaks frame protocol 0, older than this sidecar serves" in str(error)
+
+
+def test_a_sidecar_that_predates_partial_outcomes_reads_one_as_the_whole_call_failed():
+    # Outcomes are the same in protocols 2 and 3 until `Failure.partial`: the double's Result
+    # reads as a sidecar from before it did. A runtime newer than its sidecar is refused only
+    # when the protocol moves; this field alone does not move it, so that sidecar must read
+    # the safe old answer (every output failed) and never an output left out (payload None).
+    kept, lost = Emitted(payload={"n": 1}, next=("b",)), Emitted(payload=None, next=("b",))
+    partial = Success(outputs=(kept, lost), fan_out=True, unsendable={1: "payload.x is {1}"})
+    failure = Failure(
+        reason=Reason.INVALID_OUTPUT,
+        type="InvalidOutput",
+        message="output of 'work' cannot be sent: payload.x is {1}",
+        retryable=False,
+        partial=partial,
+    )
+    body = encode_frame(Result(7, [failure]))[4:]
+
+    old = msgspec.msgpack.decode(body, type=protocol2.Frame)
+
+    assert old == protocol2.Result(
+        7,
+        [
+            protocol2.Failure(
+                reason="InvalidOutput",
+                type="InvalidOutput",
+                message="output of 'work' cannot be sent: payload.x is {1}",
+                retryable=False,
+            )
+        ],
+    )
