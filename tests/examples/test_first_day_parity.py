@@ -78,23 +78,31 @@ def outcome(final: dict) -> tuple:
     return ("failed", final["status"]["reason"])
 
 
-def test_asya_dev_and_pytest_end_each_input_the_same_way(tmp_path):
-    app = tmp_path / "first_day"
+def asya_dev(
+    tmp_path, name: str, source: str, inputs: list[dict]
+) -> tuple[str, subprocess.CompletedProcess]:
+    """Write the app `source` as package `name` (one per test: `asya.testing.run` imports it)
+    and run `asya dev` over `inputs`; the app's path and the finished process."""
+    app = tmp_path / name
     app.mkdir()
-    (app / "__init__.py").write_text(APP)
-    inputs = tmp_path / "inputs.jsonl"
-    inputs.write_text("".join(json.dumps(i) + "\n" for i in INPUTS))
-
+    (app / "__init__.py").write_text(source)
+    lines = tmp_path / "inputs.jsonl"
+    lines.write_text("".join(json.dumps(i) + "\n" for i in inputs))
     done = subprocess.run(
-        [sys.executable, "-m", "asya.cli", "dev", str(app), "--input", str(inputs)],
+        [sys.executable, "-m", "asya.cli", "dev", str(app), "--input", str(lines)],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=ROOT,
         check=False,
     )
+    return str(app), done
+
+
+def test_asya_dev_and_pytest_end_each_input_the_same_way(tmp_path):
+    app, done = asya_dev(tmp_path, "first_day", APP, INPUTS)
     finals = [json.loads(line) for line in done.stdout.splitlines()]  # JSON lines only
-    results = run(str(app), INPUTS)
+    results = run(app, INPUTS)
 
     by_dev = {f["payload"]["n"]: outcome(f) for f in finals}
     by_pytest = {f.payload["n"]: outcome(msgspec.to_builtins(f)) for f in results.finals}
@@ -142,22 +150,9 @@ def ending(final: dict) -> tuple:
 
 
 def test_an_output_json_cannot_carry_fails_alone_in_a_worker_process_as_in_pytest(tmp_path):
-    app = tmp_path / "fan_out"
-    app.mkdir()
-    (app / "__init__.py").write_text(FAN_OUT)
-    inputs = tmp_path / "inputs.jsonl"
-    inputs.write_text(json.dumps({"n": 1}) + "\n")
-
-    done = subprocess.run(
-        [sys.executable, "-m", "asya.cli", "dev", str(app), "--input", str(inputs)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-        check=False,
-    )
+    app, done = asya_dev(tmp_path, "fan_out", FAN_OUT, [{"n": 1}])
     by_dev = sorted(ending(json.loads(line)) for line in done.stdout.splitlines())
-    by_pytest = sorted(ending(msgspec.to_builtins(f)) for f in run(str(app), [{"n": 1}]).finals)
+    by_pytest = sorted(ending(msgspec.to_builtins(f)) for f in run(app, [{"n": 1}]).finals)
 
     lost = (
         "output of 'split' cannot be sent: payload.tags is {'a'} (set): JSON has no sets (it"

@@ -307,19 +307,7 @@ async def test_an_input_whose_processing_crashes_is_requeued_not_lost():
         async def aclose(self):
             return None
 
-    transport = MemoryTransport()
-    for name in ("a", HAPPY_END, ERROR_END):
-        await transport.declare(name)
-    consumer = Replica(
-        ActorConfig(name="a"),
-        transport=transport,
-        invoker=CrashingInvoker(),
-        limits=Limits(),
-        clock=FakeClock(),
-        rng=rng(),
-        hooks=Recorder(),
-    )
-    await consumer.start()
+    transport, consumer = await _one_replica("a", CrashingInvoker())
     await transport.publish("a", encode_envelope(envelope("a"), Limits()))
     subscription = await transport.subscribe(HAPPY_END, prefetch=1)
     message = await asyncio.wait_for(subscription.get(), 5)
@@ -328,6 +316,25 @@ async def test_an_input_whose_processing_crashes_is_requeued_not_lost():
     await transport.aclose()
 
     assert msgspec.json.decode(message.body)["id"] == "e1"
+
+
+async def _one_replica(name, invoker):
+    """A started replica of actor `name` calling `invoker`, on a memory transport of its own
+    with the end actors' queues."""
+    transport = MemoryTransport()
+    for queue in (name, HAPPY_END, ERROR_END):
+        await transport.declare(queue)
+    consumer = Replica(
+        ActorConfig(name=name),
+        transport=transport,
+        invoker=invoker,
+        limits=Limits(),
+        clock=FakeClock(),
+        rng=rng(),
+        hooks=Recorder(),
+    )
+    await consumer.start()
+    return transport, consumer
 
 
 class Answering:
@@ -349,18 +356,7 @@ class Answering:
 async def _step_through(outcome):
     """The finals of one envelope sent to an actor whose worker answers `outcome`, once the
     actor has stopped (its message settled): those at happy-end, those at error-end."""
-    transport = MemoryTransport()
-    for name in ("w", HAPPY_END, ERROR_END):
-        await transport.declare(name)
-    consumer = Replica(
-        ActorConfig(name="w"),
-        transport=transport,
-        invoker=Answering(outcome),
-        limits=Limits(),
-        clock=FakeClock(),
-        rng=rng(),
-    )
-    await consumer.start()
+    transport, consumer = await _one_replica("w", Answering(outcome))
     mesh = Mesh()
     mesh.transport = transport
     try:
