@@ -263,20 +263,21 @@ class LocalInvoker:
         await self.start()
         # Payloads loaded and contexts made before the call's turn, while the one before it
         # runs: the device waits on none of it.
-        if self.spec.batch is not None:
-            batch = self._prepare_batch(envelopes)
-        else:
-            calls = [self._prepare_one(envelope) for envelope in envelopes]
+        prepared: _Batch | list[tuple[tuple[Any, ...], Context] | Failure] = (
+            self._prepare_batch(envelopes)
+            if self.spec.batch is not None
+            else [self._prepare_one(envelope) for envelope in envelopes]
+        )
         if not self.spec.style.is_async:  # sync: the lane's threads take turns themselves
             if self._gate.closed:
                 return [NotStarted()] * len(envelopes)
-            return await self._invoke(batch if self.spec.batch is not None else calls, None)
+            return await self._invoke(prepared, None)
         if not await self._gate.enter():
             return [NotStarted()] * len(envelopes)
         turn = _Turn(self._gate)
         try:
             # The timeout counts from here: time spent waiting for a turn is not the call's.
-            outcomes = await self._invoke(batch if self.spec.batch is not None else calls, turn)
+            outcomes = await self._invoke(prepared, turn)
         finally:
             woke = turn.end()
         if woke:
@@ -673,9 +674,7 @@ class _SyncLane:
             job.abandoned = True
             if turn_away:
                 turned, self._waiting = self._waiting, collections.deque()
-            following = self._take_waiting()
-            if following is None:
-                self._free += 1
+            following = self._pass_place()
         for waiting in turned:
             _settle(waiting.started, False, None)
         if following is not None:
@@ -697,9 +696,11 @@ class _SyncLane:
         for _ in range(idle):
             self._handoff.put(None)
 
-    def _take_waiting(self) -> _Job | None:
-        """The first waiting call, begun on a place its caller gives it (under the lock)."""
-        if not self._waiting:
+    def _pass_place(self) -> _Job | None:
+        """A place came free (under the lock): the first waiting call begins on it, for its
+        caller to start; or, with none waiting or the lane closed, it is given back."""
+        if self._closed or not self._waiting:
+            self._free += 1
             return None
         job = self._waiting.popleft()
         job.began = True
@@ -724,9 +725,7 @@ class _SyncLane:
                 with self._lock:
                     job.finished = True  # never ran: not to be abandoned (a second free place)
                     self._running -= 1
-                    following = None if self._closed else self._take_waiting()
-                    if following is None:
-                        self._free += 1
+                    following = self._pass_place()
                 _settle(job.started, None, exc)
 
     def _work(self, job: _Job | None) -> None:
@@ -747,12 +746,10 @@ class _SyncLane:
                 self._running -= 1
                 following, idle = None, False
                 if not job.abandoned:  # an abandoned call's place went on when it was abandoned
-                    following = None if self._closed else self._take_waiting()  # keeps the place
-                    if following is None:
-                        self._free += 1
-                        idle = not self._closed
-                        if idle:
-                            self._idle += 1
+                    following = self._pass_place()
+                    idle = following is None and not self._closed
+                    if idle:
+                        self._idle += 1
             _tell(job, job.done, value, error)
             del value, error
             if job.abandoned:
