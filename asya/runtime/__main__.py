@@ -44,12 +44,18 @@ async def serve(settings: Settings, env: dict[str, str]) -> None:
         workers=runtime.workers,
         depth=settings.process.pipeline_depth,
         kill_grace_s=runtime.kill_grace_s,
+        direct_path=runtime.socket_path,
     )
     await invoker.start()
     assert invoker.info is not None
     assert invoker.bounds is not None
     server = RuntimeServer(
-        invoker, invoker.info, invoker.capacity, runtime.socket_path, invoker.bounds
+        invoker,
+        invoker.info,
+        invoker.capacity,
+        runtime.socket_path,
+        invoker.bounds,
+        workers=invoker,
     )
     await server.start()
     log.info("runtime serving", extra={"actor": invoker.info.name, "socket": runtime.socket_path})
@@ -64,8 +70,13 @@ async def serve(settings: Settings, env: dict[str, str]) -> None:
         flush=True,
     )
     await stop.wait()
+    stopping_at = loop.time()
     await server.stop(runtime.grace_s)
-    await invoker.aclose()
+    # Direct calls (the sidecar's, on the workers' own sockets) finish within what is left of
+    # the grace period.
+    left_s = runtime.grace_s - (loop.time() - stopping_at)
+    await invoker.aclose(max(left_s, runtime.kill_grace_s))
+    await server.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,6 +8,12 @@ it promised is read; its `protocol` picks the frames that runtime reads (`dialec
 version's protocol and the one before are served, `asya.runtime.protocols`). A broken
 connection fails every call in flight with `RuntimeUnavailableError`: those envelopes are not
 at fault and must not be failed.
+
+With `direct_depth` set (the sidecar), the client asks for direct calls: if the runtime names
+its workers' sockets, calls go to the workers themselves (`asya.runtime.direct.DirectCalls`,
+`direct_depth` calls queued per running one), and this connection carries only pings, the
+workers' comings and goings, `Retire` and the runtime's Drain. A runtime that names none is
+called here, as before.
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ from collections.abc import Sequence
 from asya.envelope import Envelope, Reason
 from asya.errors import RuntimeProtocolError, RuntimeUnavailableError
 from asya.outcome import Failure, Outcome
+from asya.runtime.direct import DirectCalls
 from asya.runtime.frames import (
+    CALL_FRAME_BYTES,
     HANDSHAKE_FRAME_BYTES,
     Call,
     Drain,
@@ -31,7 +39,10 @@ from asya.runtime.frames import (
     Ping,
     Pong,
     Result,
+    Retire,
+    Workers,
     encode_frame,
+    pack_envelopes,
 )
 from asya.runtime.protocols import Dialect, dialect_of
 from asya.runtime.requests import Request, Requests
@@ -43,8 +54,18 @@ log = logging.getLogger(__name__)
 class RuntimeClient:
     """See the module docstring. Use `connect()` (or `async with`) before calling."""
 
-    def __init__(self, socket_path: str) -> None:
+    def __init__(self, socket_path: str, *, direct_depth: int | None = None) -> None:
         self._path = socket_path
+        self._direct_depth = direct_depth
+        self.direct: DirectCalls | None = None
+        """The runtime's workers, called directly, once connected to a runtime that serves
+        direct calls (see the module docstring)."""
+        self._asks_direct = direct_depth is not None
+        """Whether each Ping asks for direct calls: until they turn out not to work."""
+        self._worker_paths: list[str] = []
+        """Where the runtime last said its workers listen (a Pong, then `Workers` frames)."""
+        self._stopping = False
+        """The runtime said it is stopping: no calls to it any more (`connected` is False)."""
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._listener: asyncio.Task[None] | None = None
@@ -81,9 +102,33 @@ class RuntimeClient:
             pong = await self.ping()
             self.dialect = dialect_of(pong.protocol)
             self.pong = pong
+            if self._direct_depth is not None and pong.direct:
+                await self._call_directly(pong, self._direct_depth)
         except BaseException:
             await self.aclose()
             raise
+
+    async def _call_directly(self, pong: Pong, depth: int) -> None:
+        direct = DirectCalls(pong, self, depth=depth)
+        self.direct = direct  # from now on `Workers` frames reach it
+        paths = list(self._worker_paths)  # the latest: a `Workers` frame may follow the Pong
+        await direct.join(paths)
+        if paths and direct.workers == 0 and not direct.joining:
+            # Its workers' sockets cannot be reached from here: call through the runtime's,
+            # and tell it so (a Ping without `direct`), so it treats this as any caller there.
+            log.warning(
+                "the runtime's workers could not be called directly; calling through its socket",
+                extra={"socket": self._path, "workers": paths},
+            )
+            self.direct = None
+            self._asks_direct = False
+            await direct.aclose()
+            await self.ping()
+            return
+        log.info(
+            "calling the runtime's workers directly",
+            extra={"socket": self._path, "workers": direct.workers},
+        )
 
     async def wait_closed(self) -> None:
         """Return once the connection is down (closed by either side, or broken)."""
@@ -92,7 +137,9 @@ class RuntimeClient:
 
     @property
     def connected(self) -> bool:
-        return self._listener is not None and not self._listener.done()
+        """Whether calls can be sent: the connection is up, and the runtime has not said it
+        is stopping (its calls held then wait for the next runtime, as after a lost one)."""
+        return self._listener is not None and not self._listener.done() and not self._stopping
 
     async def ping(self) -> Pong:
         """Ask the runtime who it is; answers once its workers are ready.
@@ -102,7 +149,7 @@ class RuntimeClient:
         """
         request = self._requests.open(None)
         try:
-            frame = await self._exchange(request, encode_frame(Ping(request.id)))
+            frame = await self._exchange(request, encode_frame(Ping(request.id, self._asks_direct)))
         finally:
             self._requests.close(request.id)
         if not isinstance(frame, Pong):
@@ -118,6 +165,8 @@ class RuntimeClient:
         """
         if self.pong is None:
             raise RuntimeUnavailableError(f"not connected to the runtime at {self._path}")
+        if self.direct is not None:
+            return await self._invoke_directly(self.direct, envelopes)
         request = self._requests.open(None)
         try:
             data = encode_frame(Call(request.id, list(envelopes)))
@@ -134,6 +183,24 @@ class RuntimeClient:
             raise RuntimeProtocolError("runtime answered a call with the wrong frame")
         return frame.outcomes
 
+    async def _invoke_directly(
+        self, direct: DirectCalls, envelopes: Sequence[Envelope]
+    ) -> list[Outcome]:
+        assert self.pong is not None
+        packed = pack_envelopes(envelopes)
+        size, limit = len(packed) + CALL_FRAME_BYTES, self.pong.bounds.call_bytes
+        if size > limit:
+            # The worker would close the connection on it, and the call would be sent again.
+            return [_too_large(size, limit)] * len(envelopes)
+        if not self.connected:
+            raise RuntimeUnavailableError(f"not connected to the runtime at {self._path}")
+        return await direct.invoke_packed(packed, len(envelopes))
+
+    def retire(self, worker: str) -> None:
+        """Tell the runtime to kill the worker at `worker` and start another."""
+        if self._frames is not None and self.connected:
+            self._frames.send(encode_frame(Retire(0, worker)))
+
     def drain(self) -> None:
         """Tell the runtime to start none of the calls it holds that have not started: it
         answers them `NotStarted` (their envelopes go back to the queue); later calls run.
@@ -141,10 +208,14 @@ class RuntimeClient:
         connection on one, and it holds no queued calls (`Dialect.pipeline_depth`)."""
         if self.dialect is None or not self.dialect.drains:
             return
-        if self._frames is not None and self.connected:
+        if self.direct is not None:
+            self.direct.drain()
+        elif self._frames is not None and self.connected:
             self._frames.send(encode_frame(Drain(0)))
 
     async def aclose(self) -> None:
+        if self.direct is not None:
+            await self.direct.aclose()
         if self._writer is not None:
             assert self._frames is not None
             self._frames.close()
@@ -178,6 +249,19 @@ class RuntimeClient:
                     break
                 if isinstance(frame, Pong):
                     self._read_bytes = frame.bounds.result_bytes
+                    if frame.direct:
+                        self._worker_paths = frame.worker_paths
+                elif isinstance(frame, Workers):
+                    self._worker_paths = frame.paths
+                    if self.direct is not None:
+                        self.direct.update(frame.paths)
+                    continue
+                elif isinstance(frame, Drain):
+                    # Sent only to a caller of the workers: the runtime is stopping.
+                    self._stopping = True
+                    if self.direct is not None:
+                        self.direct.stopping()
+                    continue
                 self._requests.answer(getattr(frame, "id", -1), frame)
         except (RuntimeProtocolError, ConnectionError) as exc:
             why = f"the runtime connection failed: {exc}"

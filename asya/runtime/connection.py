@@ -45,6 +45,8 @@ from asya.runtime.frames import (
     RawFrame,
     RawResult,
     Result,
+    Retire,
+    Workers,
     decode_outcome,
     encode_frame,
 )
@@ -59,6 +61,19 @@ class ForwardedInvoker(Protocol):
     async def invoke_raw(self, envelopes: list[msgspec.Raw]) -> list[msgspec.Raw]: ...
 
     def drain(self) -> None: ...
+
+
+class DirectHost(Protocol):
+    """What a forwarding connection tells of a peer that calls the workers directly: the
+    runtime server."""
+
+    def offer(self, peer: ForwardingConnection, wanted: bool) -> tuple[list[str], float] | None:
+        """`peer` pinged, asking for direct calls (`wanted`) or not: if it asked and the
+        workers may be called directly, where they listen and the kill grace (from now on it
+        is told when that changes, and is a direct caller); else None (it calls here)."""
+        ...
+
+    def retire(self, worker: str) -> None: ...
 
 
 class _Drainable(Protocol):
@@ -119,15 +134,42 @@ class Connection(abc.ABC, Generic[_I]):
         if answer is not None:
             self._spawn(answer)
         elif isinstance(frame, Ping):
-            self._spawn(
-                self.send(Pong(frame.id, self._info, self._capacity, self._bounds, PROTOCOL))
-            )
+            pong = Pong(frame.id, self._info, self._capacity, self._bounds, PROTOCOL)
+            offer = self._offer(frame.direct)
+            if offer is not None:
+                paths, kill_grace_s = offer
+                pong = msgspec.structs.replace(
+                    pong, direct=True, worker_paths=paths, kill_grace_s=kill_grace_s
+                )
+            # Written now, in order: a `Workers` frame sent after it cannot overtake it.
+            self._frames.send(encode_frame(pong))
         elif isinstance(frame, Drain):
             self._invoker.drain()
-        else:
+        elif not (isinstance(frame, Retire) and self._retire(frame.worker)):
             self._spawn(
                 self.send(Fault(getattr(frame, "id", 0), f"unexpected {type(frame).__name__}"))
             )
+
+    def _offer(self, wanted: bool) -> tuple[list[str], float] | None:
+        """To a Ping that asks for direct calls (`wanted`) or not: where the workers listen
+        and the kill grace, if they may be called directly (see `DirectHost`)."""
+        return None
+
+    def _retire(self, worker: str) -> bool:
+        """Handle a `Retire`; False if this side takes none."""
+        return False
+
+    def announce(self, paths: list[str]) -> None:
+        """Tell the peer where the workers listen now (a `Workers` frame)."""
+        self._frames.send(encode_frame(Workers(0, paths)))
+
+    def stopping(self) -> None:
+        """Tell the peer the runtime is stopping (a Drain)."""
+        self._frames.send(encode_frame(Drain(0)))
+
+    def hang_up(self) -> None:
+        """Close the connection: `serve` returns (the peer reconnects)."""
+        self._frames.close()
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
@@ -212,7 +254,34 @@ def _sendable(outcome: Outcome, actor: str) -> Outcome:
 
 class ForwardingConnection(Connection[ForwardedInvoker]):
     """The runtime's connection to the sidecar: calls are read and forwarded to the workers
-    as msgpack, never decoded here, and their outcomes sent back as the worker wrote them."""
+    as msgpack, never decoded here, and their outcomes sent back as the worker wrote them. A
+    sidecar that calls the workers directly (`host`) sends none: it pings, and retires."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        invoker: ForwardedInvoker,
+        info: ActorConfig,
+        capacity: int,
+        bounds: FrameBounds,
+        *,
+        host: DirectHost | None = None,
+        frame_timeout_s: float = FRAME_TIMEOUT_S,
+    ) -> None:
+        super().__init__(
+            reader, writer, invoker, info, capacity, bounds, frame_timeout_s=frame_timeout_s
+        )
+        self._host = host
+
+    def _offer(self, wanted: bool) -> tuple[list[str], float] | None:
+        return None if self._host is None else self._host.offer(self, wanted)
+
+    def _retire(self, worker: str) -> bool:
+        if self._host is None:
+            return False
+        self._host.retire(worker)
+        return True
 
     async def _read(self) -> RawFrame | None:
         return await self._frames_in.read_raw(self._bounds.call_bytes)

@@ -11,11 +11,26 @@ and on the socket pair between the runtime and each of its worker processes.
     Fault  (id, message)           a request that cannot be answered, or a worker that
                                    failed to start (id 0)
     Drain  (id)                    no answer: calls queued and not started are answered
-                                   `NotStarted`; from a worker: it is leaving
+                                   `NotStarted`; from a worker: it is leaving; from the
+                                   runtime to a sidecar calling its workers: it is stopping
+    Workers (id 0, paths)          no answer: the runtime's workers now listen on `paths`
+                                   (sent to a sidecar whose Ping asked for `direct` calls)
+    Retire (id 0, worker)          no answer: kill the worker on that path and replace it
+                                   (a sidecar's call to it ran past its timeout)
 
 A serving peer takes more calls than it runs at once (`capacity`): the ones past it wait, in
 the order they came, so that the next call is already there when one ends (pipelining). A
 Drain turns the waiting ones away untouched.
+
+Direct calls: a sidecar whose Ping says `direct` gets, in the runtime's Pong, the socket path
+of each worker process, and calls the workers there itself, with the same frames: a call
+crosses two processes instead of three, the runtime's supervisor out of its way. The
+supervisor keeps what needs it: it starts and replaces workers (each change is a `Workers`
+frame), kills the one a sidecar `Retire`s, and says when it stops (a Drain). A runtime whose
+Pong is not `direct` (older, or one whose workers have no sockets) is called through its own
+socket, as before; an older one ignores the Ping's `direct`, and an older sidecar the Pong's
+new fields. A sidecar that cannot reach the workers' sockets pings again without `direct`,
+and calls through the runtime's socket from then on.
 
 Frames are bounded (`FrameBounds`): a Call by the envelopes it may carry, a Result by what one
 call may emit. The serving side states its bounds in its Pong and keeps its own promise (a
@@ -31,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+from collections.abc import Sequence
 from typing import Final, TypeVar
 
 import msgspec
@@ -102,6 +118,9 @@ class Result(msgspec.Struct, frozen=True, tag="result"):
 
 class Ping(msgspec.Struct, frozen=True, tag="ping"):
     id: int
+    direct: bool = False
+    """The caller calls the workers on their own sockets if the runtime names them (in its
+    Pong, then in `Workers` frames); see the module docstring."""
 
 
 class Pong(msgspec.Struct, frozen=True, tag="pong"):
@@ -114,6 +133,15 @@ class Pong(msgspec.Struct, frozen=True, tag="pong"):
     """The largest Call this peer reads and the largest Result it sends."""
     protocol: int = 0
     """The frame protocol this peer speaks (`PROTOCOL`); 0 from one older than the field."""
+    direct: bool = False
+    """To a Ping that asked for `direct` calls: this runtime serves them. Its workers listen
+    on `worker_paths` now (none while they are all being replaced), and each change comes in a
+    `Workers` frame. False from a worker, an older runtime, or one whose workers have no
+    sockets of their own: call it here."""
+    worker_paths: list[str] = []
+    kill_grace_s: float = 2.0
+    """With `direct`: how long past its timeout a call runs before its caller retires its
+    worker (`ASYA_KILL_GRACE_S`)."""
 
 
 class Fault(msgspec.Struct, frozen=True, tag="fault"):
@@ -138,6 +166,14 @@ class RawCall(msgspec.Struct, frozen=True, tag="call"):
     envelopes: list[msgspec.Raw]
 
 
+class PackedCall(msgspec.Struct, frozen=True, tag="call"):
+    """A Call whose envelopes were encoded before its id was known (`pack_envelopes`): the
+    same bytes on the wire, the envelopes encoded once however many workers it is sent to."""
+
+    id: int
+    envelopes: msgspec.Raw
+
+
 class RawResult(msgspec.Struct, frozen=True, tag="result"):
     """A Result as the supervisor reads it from a worker: each outcome left encoded."""
 
@@ -145,14 +181,40 @@ class RawResult(msgspec.Struct, frozen=True, tag="result"):
     outcomes: list[msgspec.Raw]
 
 
-Frame = Call | Result | Ping | Pong | Fault | Drain
-RawFrame = RawCall | RawResult | Ping | Pong | Fault | Drain
+class Workers(msgspec.Struct, frozen=True, tag="workers"):
+    """From the runtime to a sidecar that calls its workers directly: where they listen now
+    (sent whenever one is replaced). A worker not named any more is gone or going."""
+
+    id: int
+    paths: list[str]
+
+
+class Retire(msgspec.Struct, frozen=True, tag="retire"):
+    """From a sidecar calling the workers directly to the runtime: a call to the worker at
+    `worker` ran past its timeout; kill that worker and start another."""
+
+    id: int
+    worker: str
+
+
+Frame = Call | Result | Ping | Pong | Fault | Drain | Workers | Retire
+"""The frames as read (a `PackedCall` is only ever written: it reads as a Call)."""
+RawFrame = RawCall | RawResult | Ping | Pong | Fault | Drain | Workers | Retire
 """The same frames, as the supervisor reads them (same bytes on the wire)."""
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder: msgspec.msgpack.Decoder[Frame] = msgspec.msgpack.Decoder(Frame)
 _raw_decoder: msgspec.msgpack.Decoder[RawFrame] = msgspec.msgpack.Decoder(RawFrame)
 _outcome_decoder: msgspec.msgpack.Decoder[Outcome] = msgspec.msgpack.Decoder(Outcome)
+
+
+CALL_FRAME_BYTES: Final = 64
+"""At least what a Call frame takes beside its envelopes (length, tag, id)."""
+
+
+def pack_envelopes(envelopes: Sequence[Envelope]) -> msgspec.Raw:
+    """`envelopes` as a `PackedCall` carries them."""
+    return msgspec.Raw(_encoder.encode(envelopes))
 
 
 def encode_outcome(outcome: Outcome) -> msgspec.Raw:
@@ -215,7 +277,7 @@ class FrameWriter:
             log.debug("frames not written: the connection is gone")
 
 
-def encode_frame(frame: Frame | RawFrame) -> bytes:
+def encode_frame(frame: Frame | RawFrame | PackedCall) -> bytes:
     """Length prefix and body of one frame."""
     body = _encoder.encode(frame)
     return _HEADER.pack(len(body)) + body

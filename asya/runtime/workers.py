@@ -2,55 +2,50 @@
 
 The runtime's guarantee that no call outlives its timeout rests here. Each worker is a child
 process (`asya.runtime.worker`) speaking the frame protocol on a socket pair; calls go to a
-worker with free capacity (one call at a time for sync handlers, `concurrency` for async ones).
-If a worker has not answered `timeout_s + kill_grace_s` after a call was sent, it is killed and
-replaced, and its calls are answered `Timeout`. A worker that dies answers its calls
-`WorkerCrashed` (retryable) and is replaced. Workers run user code, so their environment is the
-runtime's without the broker's address and credentials (`user_environment`). Used by the
-runtime server and, for actors that must not share the caller's process (GPU actors), by the
-local runner.
+worker with free capacity (one call at a time for sync handlers, `concurrency` for async ones),
+as `asya.runtime.pool` says. If a worker has not answered `timeout_s + kill_grace_s` after a
+call started, it is killed and replaced, and its calls are answered `Timeout`. A worker that
+dies answers its calls `WorkerCrashed` (retryable) and is replaced. Workers run user code, so
+their environment is the runtime's without the broker's address and credentials
+(`user_environment`), and each dies with this process (`asya.runtime.worker.die_with_parent`).
+Used by the runtime server and, for actors that must not share the caller's process (GPU
+actors, sync handlers under `asya serve`), by the local runner.
+
+Direct calls (`direct_path`): in a pod, each worker also listens on a socket of its own in the
+runtime's socket directory (`paths`), and the sidecar calls it there (`asya.runtime.direct`),
+skipping this process. This process still starts and replaces the workers (`on_workers` is
+told), kills one whose direct call the sidecar saw run past its timeout (`retire`), and kills
+them all when no sidecar has called them for a while (`recycle`, asked by the runtime server):
+nothing a sidecar left running goes on unwatched.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import math
 import os
 import socket
 import sys
-from asyncio import FIRST_COMPLETED
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Final
 
 import msgspec
 
-from asya.actor import ActorConfig
-from asya.envelope import Envelope, Reason
 from asya.errors import ActorDefinitionError, RuntimeProtocolError
-from asya.outcome import Failure, NotStarted, Outcome, worker_crashed
-from asya.runtime.frames import (
-    HANDSHAKE_FRAME_BYTES,
-    Call,
-    Drain,
-    Fault,
-    FrameBounds,
-    FrameReader,
-    FrameWriter,
-    Ping,
-    Pong,
-    RawCall,
-    RawResult,
-    decode_outcome,
-    encode_frame,
-    encode_outcome,
-)
-from asya.runtime.requests import Request, Requests
+from asya.outcome import Failure, worker_crashed
+from asya.runtime.frames import FrameReader, FrameWriter, Pong, encode_outcome
+from asya.runtime.pool import PoolWorker, WorkerPool
 from asya.settings import env_var
 
 log = logging.getLogger(__name__)
+
+MAX_DIRECT_CONNECTIONS: Final = 4
+"""Connections a worker's direct socket queues: the sidecar needs one; a restarted sidecar's
+may come while the old one's is closing."""
 
 
 def user_environment(env: Mapping[str, str]) -> dict[str, str]:
@@ -59,43 +54,14 @@ def user_environment(env: Mapping[str, str]) -> dict[str, str]:
     return {name: value for name, value in env.items() if not name.startswith(secret)}
 
 
-@dataclass(eq=False, slots=True)
-class _Call:
-    """What is kept with a call sent to a worker, beside its answer."""
-
-    count: int
-    """Envelopes it carries."""
-    started: asyncio.Future[None]
-    """Done once the worker may be running it: its timeout counts from then."""
-
-
-_Answer = list[msgspec.Raw] | None
-"""A call's outcomes; None if it never started at its worker (send it again)."""
-
-_Calls = Requests[_Answer, _Call]
-
-
 @dataclass(eq=False)
-class _Worker:
-    process: asyncio.subprocess.Process
-    reader: FrameReader
-    frames: FrameWriter
-    calls: _Calls = field(default_factory=_Calls)
-    """Calls sent and not answered, in the order sent: the worker runs the first `capacity`."""
-    busy: int = 0
-    listener: asyncio.Task[None] | None = None
-    alive: bool = True
-    leaving: bool = False
-    """It said it is exiting (after a timed-out call): send it no more; it started nothing
-    since, so what it leaves unanswered goes to another worker."""
-    result_bytes: int = HANDSHAKE_FRAME_BYTES
-    """Largest Result frame read from it: its Pong's bound, once it has answered."""
+class _Worker(PoolWorker):
+    process: asyncio.subprocess.Process | None = None
+    path: str | None = None
+    """The socket it listens on for direct calls (see the module docstring), if any."""
 
 
-_NOT_STARTED: Final = encode_outcome(NotStarted())
-
-
-class ProcessInvoker:
+class ProcessInvoker(WorkerPool):
     """Invoker over a pool of worker processes; see the module docstring."""
 
     def __init__(
@@ -108,25 +74,33 @@ class ProcessInvoker:
         kill_grace_s: float = 2.0,
         start_timeout_s: float = 300.0,
         python: str = sys.executable,
+        direct_path: str | None = None,
     ) -> None:
         """`env` is the workers' environment (less the broker's variables); `workers` 0 means
-        as many as needed; `depth`: calls queued at each worker per call it runs."""
+        as many as needed; `depth`: calls queued at each worker per call it runs;
+        `direct_path`: each worker also listens on a socket of its own, this path and a
+        suffix (`paths`), for callers that skip this process."""
+        super().__init__(depth=depth, kill_grace_s=kill_grace_s)
         self._env = {**user_environment(env), env_var("handler"): handler}
         self._wanted = workers
-        self._depth = depth
-        self._kill_grace_s = kill_grace_s
         self._start_timeout_s = start_timeout_s
         self._python = python
-        self._workers: list[_Worker] = []
-        self._changed = asyncio.Condition()
-        self._replacing: set[asyncio.Task[None]] = set()
-        self._closed = False
-        self._drains = 0
-        """Drains so far: a call waiting for a worker since before the last one is turned away."""
-        self.info: ActorConfig | None = None
-        self.capacity = 1
-        self.bounds: FrameBounds | None = None
-        """The workers' frame bounds, from their Pong: what a call may carry and return."""
+        self._direct_path = _fitting(direct_path)
+        self._direct_ids = itertools.count(1)
+        self._retiring: set[asyncio.Task[None]] = set()
+        """Retirements asked for (`retire`, `recycle`): finished, not cancelled, on close."""
+        self.on_workers: Callable[[], None] | None = None
+        """Told whenever `paths` or `direct` may have changed (a worker replaced)."""
+
+    @property
+    def direct(self) -> bool:
+        """Whether each worker listens on a socket of its own (`paths`) for direct calls."""
+        return self._direct_path is not None
+
+    @property
+    def kill_grace_s(self) -> float:
+        """How long past its timeout a call runs before its worker is killed."""
+        return self._kill_grace_s
 
     async def start(self) -> None:
         """Start the workers; returns once each has loaded the handler.
@@ -140,201 +114,138 @@ class ProcessInvoker:
         self.info, self.capacity, self.bounds = pong.actor, pong.capacity, pong.bounds
         count = self._wanted or math.ceil(pong.actor.concurrency / pong.capacity)
         started = [first] + [(await self._spawn())[0] for _ in range(count - 1)]
-        async with self._changed:
-            self._workers.extend(started)
-            self._changed.notify_all()
-
-    async def invoke(self, envelopes: Sequence[Envelope]) -> list[Outcome]:
-        def frame(call_id: int) -> bytes:
-            return encode_frame(Call(call_id, list(envelopes)))
-
-        return [decode_outcome(raw) for raw in await self._call(frame, len(envelopes))]
-
-    async def invoke_raw(self, envelopes: list[msgspec.Raw]) -> list[msgspec.Raw]:
-        """As `invoke`, with the envelopes and their outcomes left as msgpack: the runtime's
-        supervisor forwards calls without decoding them."""
-
-        def frame(call_id: int) -> bytes:
-            return encode_frame(RawCall(call_id, envelopes))
-
-        return await self._call(frame, len(envelopes))
+        for worker in started:
+            await self._add(worker)
 
     @property
-    def held(self) -> int:
-        """Calls sent to the workers and not answered yet: running, or queued behind."""
-        return sum(len(w.calls) for w in self._workers)
+    def paths(self) -> list[str]:
+        """Where the workers taking calls listen for direct ones (none while `direct` is off,
+        or while every worker is being replaced)."""
+        return [
+            w.path
+            for w in self._workers
+            if isinstance(w, _Worker) and w.alive and not w.leaving and w.path is not None
+        ]
 
-    def drain(self) -> None:
-        """Calls not started now are answered `NotStarted`: those waiting for a worker, and
-        those queued at one (each worker is told to turn them away). Later calls are served."""
-        self._drains += 1
+    def retire(self, path: str) -> None:
+        """Kill the worker listening on `path` and start another (a direct caller's call to
+        it ran past its timeout); a path no worker has any more is ignored."""
         for worker in self._workers:
-            worker.frames.send(encode_frame(Drain(0)))
-        self._background(self._wake())
+            if isinstance(worker, _Worker) and worker.path == path:
+                log.warning(
+                    "worker killed: a direct call ran past its timeout", extra={"path": path}
+                )
+                self._retire_soon(worker, grace_s=0.0)
 
-    async def _wake(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
+    def recycle(self) -> None:
+        """Replace every worker: the caller that called them directly is gone, and a call it
+        left running past its timeout would run on, unwatched. Each is told to stop, and
+        killed if it has not within the kill grace (a class actor's `close()` runs)."""
+        for worker in list(self._workers):
+            self._retire_soon(worker, grace_s=self._kill_grace_s)
 
-    async def _call(self, frame: Callable[[int], bytes], count: int) -> list[msgspec.Raw]:
-        """Send the Call `frame(id)` for `count` envelopes to a worker with room; its outcomes.
-        A call that never started at its worker (it crashed, or left after a timed-out call)
-        is sent again, to another: it goes back, it is not failed."""
-        await self.start()
-        drains = self._drains
-        while True:
-            worker = await self._acquire(drains)
-            if worker is None:
-                return [_NOT_STARTED] * count
-            outcomes = await self._call_worker(worker, frame, count)
-            if outcomes is not None:
-                return outcomes
+    def _retire_soon(self, worker: PoolWorker, *, grace_s: float) -> None:
+        task = asyncio.create_task(self._retire(worker, grace_s=grace_s))
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
 
-    async def _call_worker(
-        self, worker: _Worker, frame: Callable[[int], bytes], count: int
-    ) -> list[msgspec.Raw] | None:
-        assert self.info is not None
-        call = _Call(count, asyncio.get_running_loop().create_future())
-        request = worker.calls.open(call)
-        self._mark_started(worker)
-        try:
-            worker.frames.send(frame(request.id))
-            await worker.frames.drain()
-            if not call.started.done():  # queued behind calls it runs: not timed yet
-                await asyncio.wait((call.started, request.answer), return_when=FIRST_COMPLETED)
-            limit = self.info.timeout_s + self._kill_grace_s
-            try:
-                outcomes = await asyncio.wait_for(asyncio.shield(request.answer), limit)
-            except TimeoutError:
-                log.warning("worker killed: call ran past its timeout", extra={"call": request.id})
-                await self._retire(worker)
-                return [encode_outcome(self._timeout_failure())] * count
-            if outcomes is None or outcomes[0] == _NOT_STARTED:
-                # It never started: to another worker, unless a drain came since it was asked.
-                return None
-            return outcomes
-        except ConnectionError:
-            await self._retire(worker)
-            if not call.started.done():
-                return None
-            return [encode_outcome(_crashed("the worker's connection broke"))] * count
-        finally:
-            # Answered calls were taken off by the listener, which timed the next one already.
-            if worker.calls.close(request.id):
-                self._mark_started(worker)
-            async with self._changed:
-                worker.busy -= 1
-                self._changed.notify_all()
-
-    def _mark_started(self, worker: _Worker) -> None:
-        """The worker runs its first `capacity` calls (it starts them in the order sent)."""
-        for place, request in enumerate(worker.calls):
-            if place >= self.capacity:
-                return
-            if not request.context.started.done():
-                request.context.started.set_result(None)
-
-    async def aclose(self) -> None:
+    async def aclose(self, grace_s: float | None = None) -> None:
+        """Stop the workers: each finishes its calls within `grace_s` (default: the kill
+        grace), all at once, then is killed."""
         self._closed = True
-        for task in list(self._replacing):
-            task.cancel()
-        await asyncio.gather(*self._replacing, return_exceptions=True)
-        # All at once: each closes its instance within the grace, not one grace after another.
-        await asyncio.gather(
-            *(self._stop(worker, grace_s=self._kill_grace_s) for worker in list(self._workers))
-        )
+        # A retirement under way ends with its worker stopped, not half-way (its socket left).
+        await asyncio.gather(*self._retiring, return_exceptions=True)
+        await self._cancel_background()
+        self._changed.set()  # calls waiting for a worker fail: there will be none
+        grace_s = self._kill_grace_s if grace_s is None else grace_s
+        await asyncio.gather(*(self._stop(w, grace_s=grace_s) for w in list(self._workers)))
         self._workers.clear()
-
-    async def _acquire(self, drains: int) -> _Worker | None:
-        """The least busy worker with room for one more call; None if a drain came since the
-        call asked (its count was `drains`)."""
-        room = self.capacity * (1 + self._depth)
-        async with self._changed:
-            while True:
-                if self._drains != drains:
-                    return None
-                free = [w for w in self._workers if w.alive and not w.leaving and w.busy < room]
-                if free:
-                    worker = min(free, key=lambda w: w.busy)
-                    worker.busy += 1
-                    return worker
-                await self._changed.wait()
 
     async def _spawn(self) -> tuple[_Worker, Pong]:
         parent, child = socket.socketpair()
+        listening, path = self._listening_socket()
+        passed = [child] if listening is None else [child, listening]
+        argv = [str(s.fileno()) for s in passed]
+        argv.insert(1, str(os.getpid()))
         try:
             process = await asyncio.create_subprocess_exec(
                 self._python,
                 "-m",
                 "asya.runtime.worker",
-                str(child.fileno()),
-                str(os.getpid()),
-                pass_fds=(child.fileno(),),
+                *argv,
+                pass_fds=[s.fileno() for s in passed],
                 env=self._env,
                 stdin=asyncio.subprocess.DEVNULL,
             )
+        except BaseException:
+            _unlink(path)
+            raise
         finally:
-            child.close()
+            for passed_socket in passed:  # the worker holds them now
+                passed_socket.close()
         reader, writer = await asyncio.open_unix_connection(sock=parent)
-        worker = _Worker(process, FrameReader(reader), FrameWriter(writer))
+        worker = _Worker(
+            FrameReader(reader),
+            FrameWriter(writer),
+            name=f"pid {process.pid}",
+            process=process,
+            path=path,
+        )
         try:
             pong = await asyncio.wait_for(self._handshake(worker), self._start_timeout_s)
-        except (TimeoutError, ActorDefinitionError, RuntimeProtocolError, ConnectionError):
+        except ConnectionError:
+            code = await process.wait()  # it closed its socket: it is exiting, say how
+            await self._stop(worker)
+            raise ActorDefinitionError(
+                f"runtime worker exited with code {code} before loading the handler"
+                " (see its stderr)"
+            ) from None
+        except (TimeoutError, ActorDefinitionError, RuntimeProtocolError):
             await self._stop(worker)
             raise
-        worker.result_bytes = pong.bounds.result_bytes
-        worker.listener = asyncio.create_task(self._listen(worker))
         return worker, pong
 
-    async def _handshake(self, worker: _Worker) -> Pong:
-        worker.frames.send(encode_frame(Ping(0)))
-        await worker.frames.drain()
-        frame = await worker.reader.read(HANDSHAKE_FRAME_BYTES)
-        if isinstance(frame, Pong):
-            return frame
-        if isinstance(frame, Fault):
-            raise ActorDefinitionError(f"runtime worker could not start: {frame.message}")
-        code = await worker.process.wait()
-        raise ActorDefinitionError(
-            f"runtime worker exited with code {code} before loading the handler (see its stderr)"
-        )
-
-    async def _listen(self, worker: _Worker) -> None:
+    def _listening_socket(self) -> tuple[socket.socket | None, str | None]:
+        """A listening socket for the next worker's direct calls, and its path; none if direct
+        calls are off, or once one could not be made (then they stay off, with a warning)."""
+        if self._direct_path is None:
+            return None, None
+        path = f"{self._direct_path}.w{next(self._direct_ids)}"
+        listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            while True:
-                frame = await worker.reader.read_raw(worker.result_bytes)
-                if frame is None:
-                    break
-                if isinstance(frame, RawResult):
-                    if worker.calls.answer(frame.id, frame.outcomes):
-                        self._mark_started(worker)  # the next one runs now: time it
-                elif isinstance(frame, Drain):
-                    worker.leaving = True
-        except (RuntimeProtocolError, ConnectionError) as exc:
-            log.error("worker connection failed", extra={"error": str(exc)})
-        finally:
-            # Also when cancelled (its worker was killed first): the calls queued behind go
-            # to another worker instead of waiting out a timeout here.
-            worker.calls.end(lambda request: _ended(request, worker.leaving))
-        if worker.alive:
-            await self._retire(worker)
+            _unlink(path)  # left by a killed predecessor
+            listening.bind(path)
+            os.chmod(path, 0o660)
+            listening.listen(MAX_DIRECT_CONNECTIONS)
+        except OSError as exc:
+            listening.close()
+            log.warning(
+                "direct calls off: a worker socket could not be made; calls go through the"
+                " runtime's socket from now on",
+                extra={"path": path, "error": str(exc)},
+            )
+            self._direct_path = None
+            self._workers_changed()  # callers of the workers must come back through it
+            return None, None
+        return listening, path
 
-    async def _retire(self, worker: _Worker) -> None:
-        """Kill `worker` and start a replacement in the background."""
+    async def _retire(self, worker: PoolWorker, *, grace_s: float = 0.0) -> None:
+        """Kill `worker` (after `grace_s` to stop on its own) and start a replacement in the
+        background."""
         if not worker.alive:
             return
-        worker.alive = False
-        async with self._changed:
-            if worker in self._workers:
-                self._workers.remove(worker)
-        await self._stop(worker)
+        await self._remove(worker)
+        await self._stop(worker, grace_s=grace_s)
+        self._workers_changed()
         if not self._closed:
             self._background(self._replace())
 
-    def _background(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(work)
-        self._replacing.add(task)
-        task.add_done_callback(self._replacing.discard)
+    async def _cut(self, count: int, why: str) -> list[msgspec.Raw]:
+        return [encode_outcome(_crashed(why))] * count
+
+    def _workers_changed(self) -> None:
+        if self.on_workers is not None:
+            self.on_workers()
 
     async def _replace(self) -> None:
         delay_s = 0.5
@@ -346,42 +257,52 @@ class ProcessInvoker:
                 log.exception("could not start a replacement worker; trying again")
                 await asyncio.sleep(delay_s)
                 delay_s = min(delay_s * 2, 30.0)
-        async with self._changed:
-            self._workers.append(worker)
-            self._changed.notify_all()
+        await self._add(worker)
+        self._workers_changed()
 
-    async def _stop(self, worker: _Worker, *, grace_s: float = 0.0) -> None:
+    async def _stop(self, worker: PoolWorker, *, grace_s: float = 0.0) -> None:
         """Close the worker's socket (it exits on its own) and kill it after `grace_s`."""
+        assert isinstance(worker, _Worker)
         worker.alive = False
         worker.frames.close()
+        assert worker.process is not None
         try:
             await asyncio.wait_for(worker.process.wait(), grace_s)
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 worker.process.kill()
             await worker.process.wait()
+        _unlink(worker.path)
         if worker.listener is not None and worker.listener is not asyncio.current_task():
             worker.listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await worker.listener
 
-    def _timeout_failure(self) -> Failure:
-        assert self.info is not None
-        return Failure(
-            reason=Reason.TIMEOUT,
-            type="Timeout",
-            message=f"'{self.info.name}' ran past its timeout of {self.info.timeout_s:g} s"
-            " and its worker process was replaced",
-            retryable=self.info.retry.retry_timeouts,
-        )
+
+_SOCKET_PATH_BYTES: Final = 107
+"""The longest path a Unix socket may have (Linux; 103 on macOS, where a longer path fails
+to bind and turns direct calls off, as below)."""
 
 
-def _ended(request: Request[_Answer, _Call], leaving: bool) -> _Answer:
-    """The answer to a call left open when its worker's connection ended: `WorkerCrashed` if
-    it may have run, None (send it again) if it never ran."""
-    if request.context.started.done() and not leaving:
-        return [encode_outcome(_crashed("the worker process exited"))] * request.context.count
+def _fitting(direct_path: str | None) -> str | None:
+    """`direct_path`, or None (direct calls off, with a warning) if the workers' socket paths
+    after it (`.w` and up to seven digits) would be too long for a Unix socket."""
+    if direct_path is None:
+        return None
+    if len(os.fsencode(f"{direct_path}.w{10**6}")) <= _SOCKET_PATH_BYTES:
+        return direct_path
+    log.warning(
+        "direct calls off: the workers' socket paths would be too long; calls go through the"
+        " runtime's socket (shorten ASYA_SOCKET_PATH to call the workers directly)",
+        extra={"socket": direct_path},
+    )
     return None
+
+
+def _unlink(path: str | None) -> None:
+    if path is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 def _crashed(why: str) -> Failure:

@@ -183,6 +183,7 @@ async def _serve_actor(
                 rng=rng,
                 on_down=parts.stop_consuming,
                 on_up=parts.resume_consuming,
+                direct_depth=settings.process.pipeline_depth,
             )
             metrics.watch_runtime(actor, parts.runtime.is_up)
         # Waits for the runtime as long as it takes (the pod's probes bound that), or for stop.

@@ -71,8 +71,12 @@ class RuntimeLink:
         rng: random.Random,
         on_down: Hook,
         on_up: Hook,
+        direct_depth: int | None = None,
     ) -> None:
+        """`direct_depth`: call the runtime's workers on their own sockets where the runtime
+        names them, that many calls queued per running one (`RuntimeClient`)."""
         self._path = socket_path
+        self._direct_depth = direct_depth
         self._wait_s = wait_s
         self._clock = clock
         self._rng = rng
@@ -195,7 +199,7 @@ class RuntimeLink:
         overdue = False
         attempt = 1
         while True:
-            client = RuntimeClient(self._path)
+            client = RuntimeClient(self._path, direct_depth=self._direct_depth)
             try:
                 await client.connect()
                 return client

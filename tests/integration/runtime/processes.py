@@ -50,13 +50,16 @@ async def start_runtime(
     return Runtime(process, socket_path)
 
 
-async def connect(runtime: Runtime, timeout_s: float = 30) -> RuntimeClient:
-    """Retry until the runtime listens (it first starts its workers)."""
+async def connect(
+    runtime: Runtime, timeout_s: float = 30, *, direct_depth: int | None = None
+) -> RuntimeClient:
+    """Retry until the runtime listens (it first starts its workers). With `direct_depth`,
+    as the sidecar connects: calling the workers on their own sockets."""
     async with asyncio.timeout(timeout_s):
         while True:
             if runtime.process.returncode is not None:
                 raise AssertionError(f"runtime exited: {await runtime.stderr()}")
-            client = RuntimeClient(runtime.socket_path)
+            client = RuntimeClient(runtime.socket_path, direct_depth=direct_depth)
             try:
                 await client.connect()
                 return client
@@ -66,6 +69,18 @@ async def connect(runtime: Runtime, timeout_s: float = 30) -> RuntimeClient:
 
 def call(payload: object, actor: str = "work") -> list[Envelope]:
     return [Envelope(id="e", route=Route(curr=actor), payload=payload)]
+
+
+async def wait_until_refusing(rt: Runtime, timeout_s: float = 15) -> None:
+    """Wait until the runtime stops accepting connections (it is draining)."""
+    async with asyncio.timeout(timeout_s):
+        while True:
+            try:
+                _, writer = await asyncio.open_unix_connection(rt.socket_path)
+            except OSError:
+                return
+            writer.close()
+            await asyncio.sleep(0.01)
 
 
 async def wait_for_file(path: Path, timeout_s: float = 15) -> None:

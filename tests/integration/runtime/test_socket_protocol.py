@@ -1,7 +1,9 @@
 """The runtime as a separate process, spoken to over its Unix socket as the sidecar will.
 
 Each test starts `python -m asya.runtime` on a handler module written for it, and talks to it
-with RuntimeClient: one persistent connection, pipelined calls, real worker processes.
+with RuntimeClient: one persistent connection, pipelined calls, real worker processes. The
+`runtime` fixture runs each test twice: calls through the runtime's socket, and calls to the
+workers on their own sockets (`direct`, as the sidecar makes them), which must behave alike.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from asya.outcome import Success
 from asya.runtime.client import RuntimeClient
 from asya.runtime.frames import frame_bounds
 from tests.integration.runtime.processes import (
-    Runtime,
     call,
     connect,
     start_runtime,
     wait_for_file,
+    wait_until_refusing,
 )
 
 HANDLERS = textwrap.dedent(
@@ -60,10 +62,11 @@ HANDLERS = textwrap.dedent(
 )
 
 
-@pytest.fixture
-async def runtime(tmp_path):
+@pytest.fixture(params=["forwarded", "direct"])
+async def runtime(tmp_path, request):
     rt = await start_runtime(tmp_path, HANDLERS, "handlers_mod:work", ASYA_GRACE_S="10")
-    client = await connect(rt)
+    client = await connect(rt, direct_depth=1 if request.param == "direct" else None)
+    assert (client.direct is not None) is (request.param == "direct")
     yield rt, client
     await client.aclose()
     if rt.process.returncode is None:
@@ -82,18 +85,6 @@ async def test_ping_answers_with_the_actor_as_declared(runtime):
         4,
     )
     assert pong.capacity == 1
-
-
-async def wait_until_refusing(rt: Runtime, timeout_s: float = 15) -> None:
-    """Wait until the runtime stops accepting connections (it is draining)."""
-    async with asyncio.timeout(timeout_s):
-        while True:
-            try:
-                _, writer = await asyncio.open_unix_connection(rt.socket_path)
-            except OSError:
-                return
-            writer.close()
-            await asyncio.sleep(0.01)
 
 
 async def test_calls_are_pipelined_on_one_connection_and_answered_in_any_order(runtime, tmp_path):
