@@ -66,6 +66,7 @@ class RuntimeClient:
         """Where the runtime last said its workers listen (a Pong, then `Workers` frames)."""
         self._stopping = False
         """The runtime said it is stopping: no calls to it any more (`connected` is False)."""
+        self._background: set[asyncio.Task[None]] = set()
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._listener: asyncio.Task[None] | None = None
@@ -111,24 +112,36 @@ class RuntimeClient:
     async def _call_directly(self, pong: Pong, depth: int) -> None:
         direct = DirectCalls(pong, self, depth=depth)
         self.direct = direct  # from now on `Workers` frames reach it
-        paths = list(self._worker_paths)  # the latest: a `Workers` frame may follow the Pong
-        await direct.join(paths)
-        if paths and direct.workers == 0 and not direct.joining:
-            # Its workers' sockets cannot be reached from here: call through the runtime's,
-            # and tell it so (a Ping without `direct`), so it treats this as any caller there.
-            log.warning(
-                "the runtime's workers could not be called directly; calling through its socket",
-                extra={"socket": self._path, "workers": paths},
-            )
-            self.direct = None
-            self._asks_direct = False
-            await direct.aclose()
-            await self.ping()
+        await direct.join(list(self._worker_paths))  # the latest: a `Workers` frame may follow
+        if direct.unreachable:
+            await self._call_through_the_runtime()
             return
         log.info(
             "calling the runtime's workers directly",
             extra={"socket": self._path, "workers": direct.workers},
         )
+
+    def unreachable(self) -> None:
+        """The pool's workers cannot be reached from here (`DirectCalls.unreachable`)."""
+        task = asyncio.create_task(self._call_through_the_runtime())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _call_through_the_runtime(self) -> None:
+        """Give up direct calls: call through the runtime's socket, and tell the runtime (a
+        Ping without `direct`), so that it treats this as any caller there. Calls waiting for
+        a worker are cut (`RuntimeUnavailableError`): the sidecar's link sends them again."""
+        direct, self.direct = self.direct, None
+        if direct is None:
+            return
+        log.warning(
+            "the runtime's workers could not be called directly; calling through its socket",
+            extra={"socket": self._path, "workers": self._worker_paths},
+        )
+        self._asks_direct = False
+        await direct.aclose()
+        with contextlib.suppress(RuntimeUnavailableError):
+            await self.ping()
 
     async def wait_closed(self) -> None:
         """Return once the connection is down (closed by either side, or broken)."""
@@ -188,13 +201,17 @@ class RuntimeClient:
     ) -> list[Outcome]:
         assert self.pong is not None
         packed = pack_envelopes(envelopes)
+        count = len(envelopes)
         size, limit = len(packed) + CALL_FRAME_BYTES, self.pong.bounds.call_bytes
         if size > limit:
             # The worker would close the connection on it, and the call would be sent again.
             return [_too_large(size, limit)] * len(envelopes)
         if not self.connected:
             raise RuntimeUnavailableError(f"not connected to the runtime at {self._path}")
-        return await direct.invoke_packed(packed, len(envelopes))
+        outcomes = await direct.invoke_packed(packed, count)
+        if len(outcomes) != count:
+            raise RuntimeProtocolError("a worker answered a call with the wrong number of outcomes")
+        return outcomes
 
     def retire(self, worker: str) -> None:
         """Tell the runtime to kill the worker at `worker` and start another."""
@@ -214,6 +231,9 @@ class RuntimeClient:
             self._frames.send(encode_frame(Drain(0)))
 
     async def aclose(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
         if self.direct is not None:
             await self.direct.aclose()
         if self._writer is not None:

@@ -52,6 +52,10 @@ class Supervisor(Protocol):
 
     def retire(self, worker: str) -> None: ...
 
+    def unreachable(self) -> None:
+        """None of the workers the runtime names can be reached: call through its socket."""
+        ...
+
 
 class DirectCalls(WorkerPool):
     """Invoker over the runtime's workers, called directly; see the module docstring."""
@@ -64,6 +68,10 @@ class DirectCalls(WorkerPool):
         self._known: set[str] = set()
         """Paths joined or being joined: each is joined once (a path is never reused)."""
         self._joins: set[asyncio.Task[None]] = set()
+        self._latest: list[str] = []
+        """The paths the runtime named last."""
+        self._failed: set[str] = set()
+        """Paths that could not be joined (not a socket there, refused, not allowed)."""
         self._stopping = False
 
     async def start(self) -> None:
@@ -76,8 +84,20 @@ class DirectCalls(WorkerPool):
 
     @property
     def joining(self) -> bool:
-        """Whether a worker is still being joined."""
-        return any(not join.done() for join in self._joins)
+        """Whether a worker is still being joined (by another task than this one)."""
+        current = asyncio.current_task()
+        return any(not join.done() and join is not current for join in self._joins)
+
+    @property
+    def unreachable(self) -> bool:
+        """The runtime names workers, and none of them could be joined: from here their
+        sockets cannot be reached (another directory, say)."""
+        return (
+            bool(self._latest)
+            and self.workers == 0
+            and not self.joining
+            and all(path in self._failed for path in self._latest)
+        )
 
     async def join(self, paths: Sequence[str]) -> None:
         """Join the workers at `paths` (see `update`); returns once each has joined or
@@ -85,9 +105,7 @@ class DirectCalls(WorkerPool):
         joining in the background)."""
         pending = self.update(paths)
         if pending:
-            _, pending = await asyncio.wait(pending, timeout=JOIN_WAIT_S)
-        while pending and self.workers == 0:
-            _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(pending, timeout=JOIN_WAIT_S)
 
     def update(self, paths: Sequence[str]) -> set[asyncio.Task[None]]:
         """The runtime's workers now listen on `paths` (a `Workers` frame): join the ones not
@@ -95,6 +113,7 @@ class DirectCalls(WorkerPool):
         with a log line; one not named any more is gone or going: its connection ends."""
         if self._closed:
             return set()
+        self._latest = list(paths)
         fresh = [path for path in paths if path not in self._known]
         self._known.update(fresh)
         joins = {self._background(self._join(path)) for path in fresh}
@@ -132,21 +151,35 @@ class DirectCalls(WorkerPool):
             reader, writer = await asyncio.open_unix_connection(path)
         except OSError as exc:
             log.info("worker not joined", extra={"worker": path, "error": str(exc)})
+            self._join_failed(path)
             return
         worker = PoolWorker(FrameReader(reader), FrameWriter(writer), name=path)
         joined = False
+        assert self.info is not None
+        limit_s = self.info.timeout_s + self._kill_grace_s
         try:
-            # No time limit: a worker the runtime names has loaded its handler, and answers
-            # once its loop is free (an async handler may hold it), or its connection ends.
-            await self._handshake(worker)
+            # A worker the runtime names has loaded its handler: it answers once its loop is
+            # free (an async handler may hold it for a while). One held longer than a call may
+            # run is stuck, as by a call a sidecar before this one left running: retired.
+            async with asyncio.timeout(limit_s):
+                await self._handshake(worker)
             if not self._closed:
                 await self._add(worker)
                 joined = True
+        except TimeoutError:
+            log.warning("worker retired: it did not answer a ping", extra={"worker": path})
+            self._supervisor.retire(path)
         except (ConnectionError, ActorDefinitionError, RuntimeProtocolError) as exc:
             log.warning("worker not joined", extra={"worker": path, "error": str(exc)})
+            self._join_failed(path)
         finally:
             if not joined:  # also when cancelled (the pool closing)
                 worker.frames.close()
+
+    def _join_failed(self, path: str) -> None:
+        self._failed.add(path)
+        if self.unreachable and not self._closed:
+            self._supervisor.unreachable()
 
     async def _retire(self, worker: PoolWorker) -> None:
         """No more calls to `worker`; the supervisor kills it and starts another. Its calls

@@ -101,6 +101,8 @@ class PoolWorker:
     since, so what it leaves unanswered goes to another worker."""
     result_bytes: int = HANDSHAKE_FRAME_BYTES
     """Largest Result frame read from it: its Pong's bound, once it has answered."""
+    pinged: asyncio.Future[None] | None = None
+    """Done when it answers the Ping sent to check that its loop runs (`ProcessInvoker`)."""
 
 
 class WorkerPool(abc.ABC):
@@ -322,6 +324,12 @@ class WorkerPool(abc.ABC):
                         self._mark_started(worker)  # the next one runs now: time it
                 elif isinstance(frame, Drain):
                     worker.leaving = True
+                elif (
+                    isinstance(frame, Pong)
+                    and worker.pinged is not None
+                    and not worker.pinged.done()
+                ):
+                    worker.pinged.set_result(None)
         except (RuntimeProtocolError, ConnectionError) as exc:
             log.error("worker connection failed", extra={"error": str(exc), "worker": worker.name})
         finally:

@@ -12,8 +12,9 @@ sidecar, so the broker redelivers them) and removes the socket file.
 With `workers` (the pod's runtime), a sidecar whose Ping asks for direct calls is told where
 the workers listen and calls them there (`asya.runtime.direct`); the server tells it whenever a
 worker is replaced, kills the workers it `Retire`s, tells it first when stopping (a Drain), and
-has every worker replaced when no such sidecar has been connected for the actor's timeout and
-kill grace (`ProcessInvoker.recycle`): a call one left running is not left running unwatched.
+when no such sidecar has been connected for the actor's timeout and kill grace, pings each
+worker and has those that do not answer replaced (`ProcessInvoker.retire_unresponsive`): a
+call one left running is not left running unwatched.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class DirectWorkers(Protocol):
 
     def retire(self, path: str) -> None: ...
 
-    def recycle(self) -> None: ...
+    def retire_unresponsive(self) -> None: ...
 
 
 class ServerState(enum.Enum):
@@ -179,8 +180,8 @@ class RuntimeServer:
     def _recycle_if_alone(self) -> None:
         self._recycle_handle = None
         if not self._direct and self.state is ServerState.RUNNING and self._workers is not None:
-            log.info("no sidecar calling the workers since one left; replacing them")
-            self._workers.recycle()
+            log.info("no sidecar calling the workers since one left; checking them")
+            self._workers.retire_unresponsive()
 
     def _cancel_recycle(self) -> None:
         if self._recycle_handle is not None:

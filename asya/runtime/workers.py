@@ -15,8 +15,9 @@ Direct calls (`direct_path`): in a pod, each worker also listens on a socket of 
 runtime's socket directory (`paths`), and the sidecar calls it there (`asya.runtime.direct`),
 skipping this process. This process still starts and replaces the workers (`on_workers` is
 told), kills one whose direct call the sidecar saw run past its timeout (`retire`), and kills
-them all when no sidecar has called them for a while (`recycle`, asked by the runtime server):
-nothing a sidecar left running goes on unwatched.
+any whose loop does not answer a Ping once no sidecar has called them for a while
+(`retire_unresponsive`, asked by the runtime server): nothing a sidecar left running goes on
+unwatched.
 """
 
 from __future__ import annotations
@@ -37,11 +38,22 @@ import msgspec
 
 from asya.errors import ActorDefinitionError, RuntimeProtocolError
 from asya.outcome import Failure, worker_crashed
-from asya.runtime.frames import FrameReader, FrameWriter, Pong, encode_outcome
+from asya.runtime.frames import (
+    FrameReader,
+    FrameWriter,
+    Ping,
+    Pong,
+    encode_frame,
+    encode_outcome,
+)
 from asya.runtime.pool import PoolWorker, WorkerPool
 from asya.settings import env_var
 
 log = logging.getLogger(__name__)
+
+PING_WAIT_S: Final = 1.0
+"""At least how long a worker whose loop runs takes to answer a Ping (`retire_unresponsive`
+waits the kill grace, if longer)."""
 
 MAX_DIRECT_CONNECTIONS: Final = 4
 """Connections a worker's direct socket queues: the sidecar needs one; a restarted sidecar's
@@ -137,12 +149,31 @@ class ProcessInvoker(WorkerPool):
                 )
                 self._retire_soon(worker, grace_s=0.0)
 
-    def recycle(self) -> None:
-        """Replace every worker: the caller that called them directly is gone, and a call it
-        left running past its timeout would run on, unwatched. Each is told to stop, and
-        killed if it has not within the kill grace (a class actor's `close()` runs)."""
+    def retire_unresponsive(self) -> None:
+        """Ping every worker, and retire (kill and replace) each that does not answer within
+        the kill grace: its event loop is held, as by a call that ran past its timeout with no
+        caller left to retire it (a direct caller that went away). A worker whose loop runs
+        times its own calls (a sync call past its timeout is abandoned and the worker leaves;
+        an async one is cancelled), so it is left alone."""
         for worker in list(self._workers):
-            self._retire_soon(worker, grace_s=self._kill_grace_s)
+            self._background(self._check(worker))
+
+    async def _check(self, worker: PoolWorker) -> None:
+        if worker.pinged is not None or not worker.alive:
+            return
+        answered = asyncio.get_running_loop().create_future()
+        worker.pinged = answered
+        try:
+            worker.frames.send(encode_frame(Ping(0)))
+            await asyncio.wait_for(answered, max(self._kill_grace_s, PING_WAIT_S))
+        except TimeoutError:
+            log.warning(
+                "worker killed: its loop did not answer a ping, and no caller watches its calls",
+                extra={"worker": worker.name},
+            )
+            self._retire_soon(worker, grace_s=0.0)
+        finally:
+            worker.pinged = None
 
     def _retire_soon(self, worker: PoolWorker, *, grace_s: float) -> None:
         task = asyncio.create_task(self._retire(worker, grace_s=grace_s))
@@ -194,11 +225,13 @@ class ProcessInvoker(WorkerPool):
         try:
             pong = await asyncio.wait_for(self._handshake(worker), self._start_timeout_s)
         except ConnectionError:
-            code = await process.wait()  # it closed its socket: it is exiting, say how
+            # It closed its socket: it is exiting, say how (killed if it does not).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(process.wait(), self._kill_grace_s)
             await self._stop(worker)
             raise ActorDefinitionError(
-                f"runtime worker exited with code {code} before loading the handler"
-                " (see its stderr)"
+                f"runtime worker exited with code {process.returncode} before loading the"
+                " handler (see its stderr)"
             ) from None
         except (TimeoutError, ActorDefinitionError, RuntimeProtocolError):
             await self._stop(worker)

@@ -9,6 +9,7 @@ through the runtime's socket too, the test runs both ways (`way`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import signal
@@ -58,13 +59,11 @@ HANDLERS = textwrap.dedent(
                 os._exit(1)
         return {"pid": os.getpid(), "n": doc.get("n")}
 
-    @actor(timeout_s=1, concurrency=1)
-    def quick(doc):
-        return {"pid": os.getpid()}
-
     @actor(timeout_s=0.5, concurrency=1)
     async def spin(doc):
         if doc.get("kind") == "spin":
+            if "started" in doc:
+                pathlib.Path(doc["started"]).touch()
             while True:  # never yields: no cancellation reaches it
                 pass
         return {"pid": os.getpid()}
@@ -204,23 +203,49 @@ async def test_a_runtime_killed_mid_call_leaves_the_call_waiting_not_failed(tmp_
     await client.aclose()
 
 
-async def test_the_workers_are_replaced_once_no_direct_caller_is_back_within_the_timeout(
-    tmp_path,
-):
-    rt = await _runtime(tmp_path, "quick")  # timeout 1 s, and the default kill grace of 2 s
+async def _left_spinning(tmp_path, rt: Runtime) -> int:
+    """A direct caller starts a call that holds its worker's loop, and goes away; the pid."""
     client = await connect(rt, direct_depth=DIRECT)
-    before = await _pid(client, actor="quick")
-
+    pid = await _pid(client, actor="spin")
+    spinning = asyncio.create_task(
+        client.invoke(call({"kind": "spin", "started": str(tmp_path / "spin")}, actor="spin"))
+    )
+    await wait_for_file(tmp_path / "spin")
     await client.aclose()
-    await _until_gone(before)
+    with contextlib.suppress(RuntimeUnavailableError):
+        await spinning
+    return pid
+
+
+async def test_a_worker_left_stuck_by_a_caller_that_went_away_is_killed(tmp_path):
+    rt = await _runtime(tmp_path, "spin")
+    stuck = await _left_spinning(tmp_path, rt)
+
+    # No sidecar comes back: after the call's timeout and kill grace, the runtime pings its
+    # workers and kills the one that does not answer.
+    await _until_gone(stuck)
     client = await connect(rt, direct_depth=DIRECT)
-    after = await _pid(client, actor="quick")
+    replacement = await _pid(client, actor="spin")
+    await client.aclose()
+    await rt.stop()
+
+    assert replacement != stuck
+
+
+async def test_a_sidecar_that_comes_back_retires_the_worker_left_stuck(tmp_path):
+    rt = await _runtime(tmp_path, "spin")
+    stuck = await _left_spinning(tmp_path, rt)
+
+    # A sidecar is back at once: the stuck worker never answers its ping, and is retired.
+    client = await connect(rt, direct_depth=DIRECT)
+    replacement = await _pid(client, actor="spin")
     direct = client.direct
     await client.aclose()
     await rt.stop()
 
-    assert after != before
-    assert direct is not None  # even if it came while every worker was being replaced
+    assert replacement != stuck
+    assert not _alive(stuck)
+    assert direct is not None
 
 
 async def test_a_caller_through_the_runtimes_socket_leaves_the_workers_alone(tmp_path):

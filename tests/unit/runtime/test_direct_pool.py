@@ -64,9 +64,10 @@ class Worker:
     """A stand-in worker on `path`: answers Pings, and each Call with `answer`; records the
     Drains it gets."""
 
-    def __init__(self, path: str, answer: Answer) -> None:
+    def __init__(self, path: str, answer: Answer, *, pongs: bool = True) -> None:
         self.path = path
         self.answer = answer
+        self.pongs = pongs
         self.drains = 0
         self.calls = 0
         self._server: asyncio.Server | None = None
@@ -83,7 +84,7 @@ class Worker:
         frames = FrameReader(reader)
         try:
             while (frame := await frames.read(BOUNDS.call_bytes)) is not None:
-                if isinstance(frame, Ping):
+                if isinstance(frame, Ping) and self.pongs:
                     writer.write(encode_frame(msgspec.structs.replace(_pong(), id=frame.id)))
                 elif isinstance(frame, Call):
                     self.calls += 1
@@ -102,6 +103,7 @@ class Supervisor:
     def __init__(self) -> None:
         self.alive = True
         self.retired: list[str] = []
+        self.unreachable_told = 0
 
     async def ping(self) -> Pong:
         if not self.alive:
@@ -110,6 +112,9 @@ class Supervisor:
 
     def retire(self, worker: str) -> None:
         self.retired.append(worker)
+
+    def unreachable(self) -> None:
+        self.unreachable_told += 1
 
 
 def envelopes(n: int = 1) -> list[Envelope]:
@@ -120,8 +125,8 @@ def envelopes(n: int = 1) -> list[Envelope]:
 async def worker_at(tmp_path):
     started: list[Worker] = []
 
-    async def start(answer: Answer, name: str = "w1") -> Worker:
-        worker = Worker(str(tmp_path / name), answer)
+    async def start(answer: Answer, name: str = "w1", *, pongs: bool = True) -> Worker:
+        worker = Worker(str(tmp_path / name), answer, pongs=pongs)
         await worker.start()
         started.append(worker)
         return worker
@@ -231,3 +236,27 @@ async def test_when_the_runtime_stops_waiting_calls_go_back_and_later_ones_are_r
     await pool.aclose()
 
     assert isinstance(turned_back, NotStarted)
+
+
+async def test_workers_that_cannot_be_reached_are_told_to_the_runtime_once(tmp_path):
+    supervisor = Supervisor()
+    pool = await _pool(supervisor, str(tmp_path / "gone-1"), str(tmp_path / "gone-2"))
+
+    unreachable = pool.unreachable
+    await pool.aclose()
+
+    assert unreachable
+    assert supervisor.unreachable_told == 1
+
+
+async def test_a_worker_whose_loop_does_not_answer_is_retired_not_joined(worker_at):
+    worker = await worker_at(echo, pongs=False)
+    supervisor = Supervisor()
+    pool = await _pool(supervisor, worker.path, timeout_s=0.05)
+
+    joined = pool.workers
+    await pool.aclose()
+
+    assert joined == 0
+    assert supervisor.retired == [worker.path]
+    assert not pool.unreachable  # stuck, not out of reach: its replacement will be joined
