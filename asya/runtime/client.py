@@ -9,10 +9,11 @@ version's protocol and the one before are served, `asya.runtime.protocols`). A b
 connection fails every call in flight with `RuntimeUnavailableError`: those envelopes are not
 at fault and must not be failed.
 
-With `direct_depth` set (the sidecar), the client asks for direct calls: if the runtime names
-its workers' sockets, calls go to the workers themselves (`asya.runtime.direct.DirectCalls`,
-`direct_depth` calls queued per running one), and this connection carries only pings, the
-workers' comings and goings, `Retire` and the runtime's Drain. A runtime that names none is
+With `direct_depth` set (the sidecar), the client asks for direct calls: if the runtime serves
+them (its Pong says so), calls go to its workers on their own sockets
+(`asya.runtime.direct.DirectCalls`, `direct_depth` calls queued per running one), and this
+connection carries only pings, the workers' comings and goings, `Retire` and the runtime's
+Drain. A runtime that does not serve them, or whose workers cannot be reached from here, is
 called here, as before.
 """
 

@@ -101,8 +101,8 @@ class DirectCalls(WorkerPool):
 
     async def join(self, paths: Sequence[str]) -> None:
         """Join the workers at `paths` (see `update`); returns once each has joined or
-        failed, or after `JOIN_WAIT_S` if one of them takes calls by then (the others go on
-        joining in the background)."""
+        failed, or after `JOIN_WAIT_S` (the others go on joining in the background; calls
+        wait for a worker meanwhile)."""
         pending = self.update(paths)
         if pending:
             await asyncio.wait(pending, timeout=JOIN_WAIT_S)
