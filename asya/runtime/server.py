@@ -84,7 +84,7 @@ class RuntimeServer:
         self._workers = workers
         self._direct: set[ForwardingConnection] = set()
         """Connections of sidecars that call the workers directly."""
-        self._recycle_handle: asyncio.TimerHandle | None = None
+        self._check_handle: asyncio.TimerHandle | None = None
         if workers is not None:
             workers.on_workers = self._workers_changed
         self._info = info
@@ -143,7 +143,7 @@ class RuntimeServer:
         if self.state is not ServerState.RUNNING:
             return None  # stopping: it calls here, and is told nothing more
         self._direct.add(peer)
-        self._cancel_recycle()
+        self._cancel_check()
         return workers.paths, workers.kill_grace_s
 
     def retire(self, worker: str) -> None:
@@ -169,24 +169,25 @@ class RuntimeServer:
         self._direct.discard(connection)
         if not self._direct and self.state is ServerState.RUNNING and self._workers is not None:
             # A call it left running would run on with nobody to retire it past its timeout:
-            # unless a sidecar is back by then (its calls queue behind that call, and it
-            # retires the worker when they run out of time), the workers are replaced then.
-            self._cancel_recycle()
+            # unless a sidecar is back by then (it pings each worker as it joins it, and
+            # retires one that does not answer), the workers are pinged then, and each whose
+            # loop does not answer is replaced.
+            self._cancel_check()
             limit_s = self._info.timeout_s + self._workers.kill_grace_s
-            self._recycle_handle = asyncio.get_running_loop().call_later(
-                limit_s, self._recycle_if_alone
+            self._check_handle = asyncio.get_running_loop().call_later(
+                limit_s, self._check_if_alone
             )
 
-    def _recycle_if_alone(self) -> None:
-        self._recycle_handle = None
+    def _check_if_alone(self) -> None:
+        self._check_handle = None
         if not self._direct and self.state is ServerState.RUNNING and self._workers is not None:
             log.info("no sidecar calling the workers since one left; checking them")
             self._workers.retire_unresponsive()
 
-    def _cancel_recycle(self) -> None:
-        if self._recycle_handle is not None:
-            self._recycle_handle.cancel()
-            self._recycle_handle = None
+    def _cancel_check(self) -> None:
+        if self._check_handle is not None:
+            self._check_handle.cancel()
+            self._check_handle = None
 
     async def stop(self, grace_s: float) -> None:
         """Stop accepting, drain, and close the connections of callers through this socket.
@@ -195,7 +196,7 @@ class RuntimeServer:
         if self.state is ServerState.STOPPED:
             return
         self.state = ServerState.DRAINING
-        self._cancel_recycle()
+        self._cancel_check()
         if self._server is not None:
             self._server.close()
         for peer in self._direct:

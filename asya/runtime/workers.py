@@ -100,7 +100,8 @@ class ProcessInvoker(WorkerPool):
         self._direct_path = _fitting(direct_path)
         self._direct_ids = itertools.count(1)
         self._retiring: set[asyncio.Task[None]] = set()
-        """Retirements asked for (`retire`, `recycle`): finished, not cancelled, on close."""
+        """Retirements asked for (`retire`, `retire_unresponsive`): finished, not cancelled,
+        on close."""
         self.on_workers: Callable[[], None] | None = None
         """Told whenever `paths` or `direct` may have changed (a worker replaced)."""
 
