@@ -13,13 +13,14 @@ from typing import Final
 from bench.contenders.base import Contender, Setup
 
 ASYA: Final = ("asya-pods", "asya-serve")
-PEERS: Final = ("raw-aio-pika", "dramatiq", "celery")
+PEERS: Final = ("raw-aio-pika", "raw-split", "dramatiq", "celery")
 NAMES: Final = (*ASYA, *PEERS)
 
 _FACTORIES: Final = {
     "asya-pods": ("bench.contenders.asya", "AsyaPods"),
     "asya-serve": ("bench.contenders.asya", "AsyaServe"),
     "raw-aio-pika": ("bench.contenders.raw_aio_pika", "RawAioPika"),
+    "raw-split": ("bench.contenders.raw_aio_pika", "RawSplit"),
     "dramatiq": ("bench.contenders.dramatiq_peer", "Dramatiq"),
     "celery": ("bench.contenders.celery_peer", "CeleryPeer"),
 }
@@ -28,6 +29,7 @@ DESCRIPTIONS: Final = {
     "asya-pods": "per hop a runtime (with its worker process) and a sidecar process",
     "asya-serve": "every hop in one `asya serve` process",
     "raw-aio-pika": "per hop one process: consume, publish with confirm, ack",
+    "raw-split": "raw-aio-pika with each hop's handler in a second process (a Unix socket)",
     "dramatiq": "per hop one Dramatiq worker (threads), confirm_delivery",
     "celery": "per hop one Celery worker (threads pool), acks_late + confirm_publish",
 }

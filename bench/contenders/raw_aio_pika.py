@@ -1,7 +1,9 @@
-"""Raw aio-pika: one process per hop (`bench.apps.raw_hop`), plain JSON, no framework.
+"""Raw aio-pika: one process per hop (`bench.apps.raw_hop`), plain JSON, no framework; and the
+same hop split over two processes as a pod is (`bench.apps.raw_split_hop`).
 
 Queues are plain durable queues of the run's type (`x-queue-type`); the last hop publishes to
-a sink queue. No dead-lettering, no delivery limit, no routing: the floor of what a hop costs.
+a sink queue. No dead-lettering, no delivery limit, no routing: the floor of what a hop costs,
+in one process and in two.
 """
 
 from __future__ import annotations
@@ -50,21 +52,42 @@ class RawAioPika:
                     name, durable=True, arguments={"x-queue-type": self.setup.queue_type}
                 )
         for source, target in zip(self.queues, self.queues[1:], strict=False):
-            argv = [
-                PYTHON,
-                "-m",
-                "bench.apps.raw_hop",
-                self.setup.url,
-                source,
-                target,
-                str(self.setup.inflight),
-            ]
-            self.processes.start(Launch("hop", argv, self.setup.env({}), label=source))
+            self.launch(source, target)
+
+    def launch(self, source: str, target: str) -> None:
+        argv = [
+            PYTHON,
+            "-m",
+            "bench.apps.raw_hop",
+            self.setup.url,
+            source,
+            target,
+            str(self.setup.inflight),
+        ]
+        self.processes.start(Launch("hop", argv, self.setup.env({}), label=source))
 
     async def stop(self) -> list[str]:
         killed = await self.processes.stop()
         await delete_queues(self.setup.url, self.queues)
         return killed
+
+
+class RawSplit(RawAioPika):
+    """Per hop, a raw aio-pika process that hands each body to a handler process of its own
+    over a Unix socket: the floor of a hop whose handler runs beside its consumer."""
+
+    name = "raw-split"
+
+    def launch(self, source: str, target: str) -> None:
+        module = "bench.apps.raw_split_hop"
+        socket = str(self.setup.workdir / f"{source}.sock")
+        env = self.setup.env({})
+        self.processes.start(
+            Launch("handler", [PYTHON, "-m", module, "handler", socket, source], env, label=source)
+        )
+        argv = [PYTHON, "-m", module, "broker", self.setup.url, source, target]
+        argv += [str(self.setup.inflight), socket]
+        self.processes.start(Launch("hop", argv, env, label=source))
 
 
 async def delete_queues(url: str, names: list[str]) -> None:

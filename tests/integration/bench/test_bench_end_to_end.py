@@ -24,7 +24,9 @@ ARGS = (
 EXACTLY_ONCE = {"failed": 0, "missing": 0, "duplicates": 0, "unreadable": 0}
 
 
-async def run_bench(amqp_url: str, output: Path) -> tuple[int, str, str]:
+async def run_bench(
+    amqp_url: str, output: Path, args: tuple[str, ...] = ARGS
+) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -33,7 +35,7 @@ async def run_bench(amqp_url: str, output: Path) -> tuple[int, str, str]:
         amqp_url,
         "--output",
         str(output),
-        *ARGS,
+        *args,
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=asyncio.subprocess.PIPE,
@@ -88,3 +90,24 @@ async def test_every_message_arrives_exactly_once_and_the_results_have_their_sha
     assert "median of 2 rounds" in table
     assert "asya-serve #2" in table
     assert "quorum asya-serve: starting" in progress
+
+
+async def test_the_split_raw_hop_passes_every_message_once_through_both_of_its_processes(
+    amqp_url, tmp_path
+):
+    output = tmp_path / "results.json"
+    args = (
+        "--contenders", "raw-split", "--queue-types", "quorum", "--count", "30",
+        "--warmup", "5", "--rates", "", "--batch-sizes", "", "--utilisation", "",
+        "--timeout", "30",
+    )  # fmt: skip
+
+    code, _, progress = await run_bench(amqp_url, output, args)
+
+    assert code == 0, progress
+    [run] = json.loads(output.read_text())["runs"]
+    assert run["delivery"] == {"sent": 35, "arrived": 35, **EXACTLY_ONCE}, run
+    assert run["stopped_by_sigkill"] == []
+    # Each hop's consumer and its handler process are measured apart.
+    assert set(run["peak_rss_mib"]) == {"hop", "handler"}
+    assert set(run["cpu_s"]) >= {"hop", "handler"}
