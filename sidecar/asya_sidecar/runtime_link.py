@@ -86,6 +86,9 @@ class RuntimeLink:
         self._changed = asyncio.Condition()
         self._keeper: asyncio.Task[None] | None = None
         self.state = LinkState.CONNECTING
+        self._paused = False
+        """`on_down` was told and `on_up` has not succeeded since: the next runtime that answers
+        resumes consuming, whichever connection it comes on."""
         self.failed = False
         """The link broke for good (its keeper died): the sidecar is no longer live."""
 
@@ -177,12 +180,11 @@ class RuntimeLink:
     async def _keep_connected(self) -> None:
         while True:
             client = await self._reach()
-            was_down = self.state is LinkState.DOWN
             async with self._changed:
                 self._client = client
                 self.state = LinkState.UP
                 self._changed.notify_all()
-            if was_down:
+            if self._paused:
                 log.warning("runtime answers again; consuming resumes", extra=self._fields())
                 await self._resume(client)
             await client.wait_closed()
@@ -236,6 +238,7 @@ class RuntimeLink:
             )
             return
         self.state = LinkState.DOWN
+        self._paused = True
         log.warning(
             "runtime unreachable past the wait; consuming stops until it answers", extra=fields
         )
@@ -248,11 +251,13 @@ class RuntimeLink:
             await self._changed.wait_for(lambda: self.state in gone)
 
     async def _resume(self, client: RuntimeClient) -> None:
-        """`on_up`, again with backoff until it succeeds (or the runtime is gone again)."""
+        """`on_up`, again with backoff until it succeeds; if `client` stops being usable first
+        (the runtime gone, or draining, again), the next connection's turn resumes."""
         attempt = 1
         while client.connected:
             try:
                 await self._on_up()
+                self._paused = False
                 return
             except Exception as exc:  # the broker may refuse the consumer back for a while
                 log.warning(

@@ -85,3 +85,80 @@ async def test_a_call_the_runtime_keeps_dying_of_is_failed_as_worker_crashed_not
     assert outcome.reason is Reason.WORKER_CRASHED
     assert outcome.retryable is True
     assert runtime.calls == MAX_CUTS == 3
+
+
+class RestartingRuntime:
+    """Answers pings and keeps each connection; `stop` closes the socket and every connection
+    (a runtime restarted), `start` listens again. Counts the connections it accepted."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.connections = 0
+        self._server: asyncio.Server | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+
+        @actor
+        def a(doc):
+            return doc
+
+        self._info = spec_of(a).config
+        self._bounds = frame_bounds(Limits(), None)
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_unix_server(self._serve, path=self.path)
+
+    async def stop(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in self._writers:
+            writer.close()
+        self._writers.clear()
+        await self._server.wait_closed()
+
+    async def _serve(self, reader, writer):
+        self.connections += 1
+        self._writers.append(writer)
+        frames = FrameReader(reader)
+        while isinstance(frame := await frames.read(HANDSHAKE_FRAME_BYTES), Ping):
+            writer.write(encode_frame(Pong(frame.id, self._info, 1, self._bounds, PROTOCOL)))
+            await writer.drain()
+        writer.close()
+
+
+async def test_consuming_resumes_on_a_later_connection_when_the_runtime_left_again_mid_resume(
+    tmp_path,
+):
+    # Down past the wait (consuming paused); back, but gone again before consuming could
+    # resume: the connection after that must still resume it, or the actor stops for good.
+    runtime = RestartingRuntime(str(tmp_path / "rt.sock"))
+    down, first_try, resumed = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    doomed = 2  # the first connection after the outage
+
+    async def on_down() -> None:
+        down.set()
+
+    async def on_up() -> None:
+        if runtime.connections == doomed:
+            first_try.set()
+            await runtime.stop()
+            raise RuntimeError("the broker refused the consumer")
+        resumed.set()
+
+    await runtime.start()
+    link = RuntimeLink(
+        runtime.path, wait_s=0.2, clock=SystemClock(), rng=rng(), on_down=on_down, on_up=on_up
+    )
+    try:
+        await asyncio.wait_for(link.ping(), 30)
+        await runtime.stop()
+        await asyncio.wait_for(down.wait(), 30)
+        await runtime.start()
+        await asyncio.wait_for(first_try.wait(), 30)
+        await runtime.start()
+
+        await asyncio.wait_for(resumed.wait(), 30)
+    finally:
+        await link.aclose()
+        await runtime.stop()
+
+    assert runtime.connections == doomed + 1
