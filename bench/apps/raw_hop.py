@@ -13,14 +13,18 @@ import asyncio
 import json
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 
 import aio_pika
 from aio_pika.abc import AbstractIncomingMessage
 
 from asya import event_loop
 
+Work = Callable[[bytes], Awaitable[bytes]]
+"""What a hop does to a message's body: the body it publishes on."""
 
-async def serve(url: str, source: str, target: str, prefetch: int) -> None:
+
+async def serve(url: str, source: str, target: str, prefetch: int, work: Work) -> None:
     connection = await aio_pika.connect_robust(url, client_properties={"connection_name": source})
     channel = await connection.channel(publisher_confirms=True)
     await channel.set_qos(prefetch_count=prefetch)
@@ -28,11 +32,9 @@ async def serve(url: str, source: str, target: str, prefetch: int) -> None:
     exchange = channel.default_exchange
 
     async def handle(message: AbstractIncomingMessage) -> None:
-        doc = json.loads(message.body)
-        doc[source] = 1
         await exchange.publish(
             aio_pika.Message(
-                json.dumps(doc).encode(),
+                await work(message.body),
                 content_type="application/json",
                 delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
             ),
@@ -42,17 +44,33 @@ async def serve(url: str, source: str, target: str, prefetch: int) -> None:
         await message.ack()
 
     await queue.consume(handle)
+    await until_stopped()
+    await connection.close()
+
+
+async def until_stopped() -> None:
+    """Return on SIGTERM or SIGINT."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()
-    await connection.close()
+
+
+def add_key(body: bytes, key: str) -> bytes:
+    """The hop's own work: the JSON document with `key` added."""
+    doc = json.loads(body)
+    doc[key] = 1
+    return json.dumps(doc).encode()
 
 
 def main() -> int:
     url, source, target, prefetch = sys.argv[1:5]
-    event_loop.run(serve(url, source, target, int(prefetch)))
+
+    async def work(body: bytes) -> bytes:
+        return add_key(body, source)
+
+    event_loop.run(serve(url, source, target, int(prefetch), work))
     return 0
 
 

@@ -14,43 +14,29 @@ any pod design, against which `raw-aio-pika` (one process per hop) is the floor 
 from __future__ import annotations
 
 import asyncio
-import json
-import signal
 import struct
 import sys
 
-import aio_pika
-from aio_pika.abc import AbstractIncomingMessage
-
 from asya import event_loop
+from bench.apps.raw_hop import add_key, serve, until_stopped
 
 _HEADER = struct.Struct("!II")
 """Body length and call id, before each frame's body, both ways."""
 
 
-async def _until_stopped() -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    await stop.wait()
-
-
 async def handler(path: str, key: str) -> None:
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
                 size, call = _HEADER.unpack(await reader.readexactly(_HEADER.size))
-                doc = json.loads(await reader.readexactly(size))
-                doc[key] = 1
-                body = json.dumps(doc).encode()
+                body = add_key(await reader.readexactly(size), key)
                 writer.write(_HEADER.pack(len(body), call) + body)
         except asyncio.IncompleteReadError:
             writer.close()
 
-    server = await asyncio.start_unix_server(serve, path=path)
+    server = await asyncio.start_unix_server(answer, path=path)
     async with server:
-        await _until_stopped()
+        await until_stopped()
 
 
 async def _connect(path: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -81,28 +67,10 @@ async def broker(url: str, source: str, target: str, prefetch: int, path: str) -
         return await answer
 
     reading = asyncio.create_task(answers())
-    connection = await aio_pika.connect_robust(url, client_properties={"connection_name": source})
-    channel = await connection.channel(publisher_confirms=True)
-    await channel.set_qos(prefetch_count=prefetch)
-    queue = await channel.get_queue(source, ensure=False)
-    exchange = channel.default_exchange
-
-    async def handle(message: AbstractIncomingMessage) -> None:
-        await exchange.publish(
-            aio_pika.Message(
-                await call(message.body),
-                content_type="application/json",
-                delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-            ),
-            routing_key=target,
-            mandatory=True,
-        )
-        await message.ack()
-
-    await queue.consume(handle)
-    await _until_stopped()
-    reading.cancel()
-    await connection.close()
+    try:
+        await serve(url, source, target, prefetch, call)
+    finally:
+        reading.cancel()
 
 
 def main() -> int:
