@@ -9,9 +9,6 @@ runs on the same event loop as asya's processes (uvloop when installed). Stops o
 
 from __future__ import annotations
 
-import asyncio
-import json
-import signal
 import sys
 from collections.abc import Awaitable, Callable
 
@@ -19,6 +16,7 @@ import aio_pika
 from aio_pika.abc import AbstractIncomingMessage
 
 from asya import event_loop
+from bench.apps.hop_work import add_key, until_stopped
 
 Work = Callable[[bytes], Awaitable[bytes]]
 """What a hop does to a message's body: the body it publishes on."""
@@ -46,22 +44,6 @@ async def serve(url: str, source: str, target: str, prefetch: int, work: Work) -
     await queue.consume(handle)
     await until_stopped()
     await connection.close()
-
-
-async def until_stopped() -> None:
-    """Return on SIGTERM or SIGINT."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    await stop.wait()
-
-
-def add_key(body: bytes, key: str) -> bytes:
-    """The hop's own work: the JSON document with `key` added."""
-    doc = json.loads(body)
-    doc[key] = 1
-    return json.dumps(doc).encode()
 
 
 def main() -> int:

@@ -14,13 +14,15 @@ any pod design, against which `raw-aio-pika` (one process per hop) is the floor 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import os
 import struct
 import sys
 
 from asya import event_loop
-from bench.apps.raw_hop import add_key, serve, until_stopped
+from bench.apps.hop_work import add_key, until_stopped
 
-_HEADER = struct.Struct("!II")
+_HEADER = struct.Struct("!IQ")
 """Body length and call id, before each frame's body, both ways."""
 
 
@@ -40,36 +42,48 @@ async def handler(path: str, key: str) -> None:
 
 
 async def _connect(path: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    for _ in range(200):  # the handler process starts beside this one: give it 10 s
+    while True:  # the handler process starts beside this one; the run's timeout bounds this
         try:
             return await asyncio.open_unix_connection(path)
         except (FileNotFoundError, ConnectionRefusedError):
             await asyncio.sleep(0.05)
-    return await asyncio.open_unix_connection(path)
+
+
+def _handler_gone(reading: asyncio.Task[None]) -> None:
+    # Every call would wait for ever: end the hop, so the run fails saying a process exited.
+    if not reading.cancelled():
+        print(f"raw_split_hop: lost the handler process: {reading.exception()!r}", file=sys.stderr)
+        os._exit(1)
 
 
 async def broker(url: str, source: str, target: str, prefetch: int, path: str) -> None:
+    from bench.apps.raw_hop import serve  # the handler process imports no AMQP client
+
     reader, writer = await _connect(path)
     waiting: dict[int, asyncio.Future[bytes]] = {}
-    next_id = 0
+    ids = itertools.count(1)
 
     async def answers() -> None:
         while True:
             size, call = _HEADER.unpack(await reader.readexactly(_HEADER.size))
-            waiting.pop(call).set_result(await reader.readexactly(size))
+            body = await reader.readexactly(size)
+            answer = waiting.pop(call)
+            if not answer.done():  # its message's task was cancelled: the run is stopping
+                answer.set_result(body)
 
     async def call(body: bytes) -> bytes:
-        nonlocal next_id
-        next_id += 1
+        call_id = next(ids)
         answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        waiting[next_id] = answer
-        writer.write(_HEADER.pack(len(body), next_id) + body)
+        waiting[call_id] = answer
+        writer.write(_HEADER.pack(len(body), call_id) + body)
         return await answer
 
     reading = asyncio.create_task(answers())
+    reading.add_done_callback(_handler_gone)
     try:
         await serve(url, source, target, prefetch, call)
     finally:
+        reading.remove_done_callback(_handler_gone)
         reading.cancel()
 
 

@@ -22,13 +22,19 @@ class RawWire:
         self.exchange = ""
         self.routing_key = queues[0]
         self.done_queues = [queues[-1]]
+        self._hops = queues[:-1]
+        """Each hop adds its queue's name to the document."""
         self.failed_queues: list[str] = []
 
     def wrap(self, payload: Payload) -> Outgoing:
         return Outgoing(json.dumps(payload).encode())
 
     def unwrap(self, body: bytes) -> Payload:
-        return json_payload(body)
+        payload = json_payload(body)
+        skipped = [hop for hop in self._hops if hop not in payload]
+        if skipped:  # counted as unreadable: a hop passed it on without doing its work
+            raise ValueError(f"not worked on by {', '.join(skipped)}")
+        return payload
 
 
 class RawAioPika:
