@@ -139,8 +139,10 @@ async def test_consuming_resumes_on_a_later_connection_when_the_runtime_left_aga
 
     async def on_up() -> None:
         if runtime.connections == doomed:
-            first_try.set()
-            await runtime.stop()
+            if not first_try.is_set():
+                first_try.set()
+                await runtime.stop()
+            # Refused on this connection however often it is tried before its end is seen.
             raise RuntimeError("the broker refused the consumer")
         resumed.set()
 
