@@ -22,7 +22,16 @@ Work = Callable[[bytes], Awaitable[bytes]]
 """What a hop does to a message's body: the body it publishes on."""
 
 
-async def serve(url: str, source: str, target: str, prefetch: int, work: Work) -> None:
+async def serve(
+    url: str,
+    source: str,
+    target: str,
+    prefetch: int,
+    work: Work,
+    on_stop: Callable[[], None] = lambda: None,
+) -> None:
+    """Consume `source` until SIGTERM, publishing `work(body)` to `target`; `on_stop` is told
+    when the stop begins."""
     connection = await aio_pika.connect_robust(url, client_properties={"connection_name": source})
     channel = await connection.channel(publisher_confirms=True)
     await channel.set_qos(prefetch_count=prefetch)
@@ -43,6 +52,7 @@ async def serve(url: str, source: str, target: str, prefetch: int, work: Work) -
 
     await queue.consume(handle)
     await until_stopped()
+    on_stop()
     await connection.close()
 
 

@@ -49,13 +49,6 @@ async def _connect(path: str) -> tuple[asyncio.StreamReader, asyncio.StreamWrite
             await asyncio.sleep(0.05)
 
 
-def _handler_gone(reading: asyncio.Task[None]) -> None:
-    # Every call would wait for ever: end the hop, so the run fails saying a process exited.
-    if not reading.cancelled():
-        print(f"raw_split_hop: lost the handler process: {reading.exception()!r}", file=sys.stderr)
-        os._exit(1)
-
-
 async def broker(url: str, source: str, target: str, prefetch: int, path: str) -> None:
     from bench.apps.raw_hop import serve  # the handler process imports no AMQP client
 
@@ -78,12 +71,22 @@ async def broker(url: str, source: str, target: str, prefetch: int, path: str) -
         writer.write(_HEADER.pack(len(body), call_id) + body)
         return await answer
 
+    def handler_gone(reading: asyncio.Task[None]) -> None:
+        # Every call would wait for ever: end the hop, so the run fails saying a process exited.
+        if not reading.cancelled():
+            print(f"raw_split_hop: lost the handler: {reading.exception()!r}", file=sys.stderr)
+            os._exit(1)
+
+    def stopping() -> None:
+        # The handler process stops too (SIGTERM to both): its end is no failure any more.
+        reading.remove_done_callback(handler_gone)
+
     reading = asyncio.create_task(answers())
-    reading.add_done_callback(_handler_gone)
+    reading.add_done_callback(handler_gone)
     try:
-        await serve(url, source, target, prefetch, call)
+        await serve(url, source, target, prefetch, call, stopping)
     finally:
-        reading.remove_done_callback(_handler_gone)
+        stopping()
         reading.cancel()
 
 
