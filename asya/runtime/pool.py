@@ -59,8 +59,6 @@ log = logging.getLogger(__name__)
 class _Call:
     """What is kept with a call sent to a worker, beside its answer."""
 
-    count: int
-    """Envelopes it carries."""
     started: bool = False
     """The worker may be running it: its timeout counts from then (`deadline`)."""
     deadline: asyncio.TimerHandle | None = None
@@ -218,7 +216,7 @@ class WorkerPool(abc.ABC):
     async def _call_worker(
         self, worker: PoolWorker, frame: Callable[[int], bytes], count: int
     ) -> list[msgspec.Raw] | None:
-        call = _Call(count)
+        call = _Call()
         request = worker.calls.open(call)
         self._mark_started(worker)
         try:
