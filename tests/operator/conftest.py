@@ -79,14 +79,19 @@ async def _close_connections_to(port: int) -> None:
     client the test stopped left in flight) is not among them, nor a client's end of it, and
     either would be collected unclosed later: a ResourceWarning in some other test. The loop
     turns a few times first: a connection the listening socket accepted just before it closed
-    gets its transport in a task of its own (`_accept_connection2`), which must have run."""
+    gets its transport in a task of its own (`_accept_connection2`), which must have run. And
+    it turns a few times after: a transport's socket is closed in a callback `close()` only
+    schedules, which a loop closed first never runs (the socket is then collected unclosed)."""
+    loop = asyncio.get_running_loop()
+    for _ in range(2):  # a second sweep for a connection accepted while the first one closed
+        for _ in range(5):
+            await asyncio.sleep(0)
+        for transport in list(getattr(loop, "_transports", {}).values()):
+            ends = (transport.get_extra_info("sockname"), transport.get_extra_info("peername"))
+            if any(end and end[1] == port for end in ends) and not transport.is_closing():
+                transport.close()
     for _ in range(5):
         await asyncio.sleep(0)
-    loop = asyncio.get_running_loop()
-    for transport in list(getattr(loop, "_transports", {}).values()):
-        ends = (transport.get_extra_info("sockname"), transport.get_extra_info("peername"))
-        if any(end and end[1] == port for end in ends) and not transport.is_closing():
-            transport.close()
 
 
 @pytest.fixture
