@@ -97,6 +97,8 @@ class RabbitMQOptions:
     """Shown in the broker's management UI."""
     retention: Retention = field(default_factory=Retention)
     """How long and how much of the end records' streams is kept (`asya.transport.records`)."""
+    ack_window_s: float = 0.005
+    """How long a consumer's ack may wait for others to go with (`asya.transport.rabbitmq_acks`)."""
 
     @classmethod
     def from_settings(
@@ -109,6 +111,7 @@ class RabbitMQOptions:
             delivery_limit=settings.delivery_limit,
             connection_name=connection_name,
             retention=Retention.from_settings(settings),
+            ack_window_s=settings.ack_window_ms / 1000,
         )
 
 
@@ -395,7 +398,9 @@ class RabbitMQTransport:
 
     async def subscribe(self, actor: str, *, prefetch: int) -> RabbitMQSubscription:
         """Consume `actor`'s queue; the subscription settles what it delivers."""
-        subscription = RabbitMQSubscription(self, actor, self._tags)
+        subscription = RabbitMQSubscription(
+            self, actor, self._tags, ack_window_s=self.options.ack_window_s
+        )
         await subscription.start(prefetch)
         self._subscriptions = [s for s in self._subscriptions if not s.closed]
         self._subscriptions.append(subscription)

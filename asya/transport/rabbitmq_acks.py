@@ -2,21 +2,29 @@
 
 The broker numbers a channel's deliveries 1, 2, 3, …, and `basic.ack(tag, multiple=True)`
 settles every unsettled delivery up to `tag` at once. `ChannelAcks` keeps the channel's
-unsettled deliveries in that order. An ack is not sent when asked for but at the end of the
-event loop's iteration, with every other ack asked for in it: the run of deliveries from the
-oldest unsettled one on that are all acked goes as one `multiple` ack; an acked delivery behind
-one still being worked on goes as an ack of its own (holding it back would keep a prefetch slot
-busy for as long as the slow one takes). So a multiple ack never covers a delivery that is not
-done: each one it settles had its outputs confirmed before its ack was asked for, as with single
-acks. A requeue (`basic.nack`) sends the acks asked for before it first, and is never covered
-by a multiple ack: until its own frame is written (for good, if that fails or is cancelled) it
-stops every run of acks behind it.
+unsettled deliveries in that order. An ack is not sent when asked for but within a short window
+(`window_s`, `ASYA_ACK_WINDOW_MS`), with every other ack asked for in it: the run of deliveries
+from the oldest unsettled one on that are all acked goes as one `multiple` ack; an acked
+delivery behind one still being worked on goes as an ack of its own (holding it back until the
+slow one is done would keep a prefetch slot busy for as long as that takes). So a multiple ack
+never covers a delivery that is not done: each one it settles had its outputs confirmed before
+its ack was asked for, as with single acks. A requeue (`basic.nack`) sends the acks asked for
+before it first, and is never covered by a multiple ack: until its own frame is written (for
+good, if that fails or is cancelled) it stops every run of acks behind it.
 
-Deferring an ack to the end of the iteration changes nothing a crash could see: an ack is a
-frame the broker does not answer, and a delivery whose ack was never written is redelivered
-either way. One `ChannelAcks` per underlying (aiormq) channel: tags start again at 1 on a
-channel reopened after a lost connection, whose old deliveries the broker has already taken
-back.
+Why a window: each ack frame costs the broker a settlement (on a quorum queue, a Raft command)
+and the consumer a write; a window of a few milliseconds turns a saturated consumer's acks from
+about one frame per delivery into a few per window. Acks held back keep their prefetch slots,
+so they go at once, without waiting out the window, when `hold` of them are waiting (the
+subscription makes that a quarter of its prefetch): a consumer with a small prefetch is never
+starved by its own acks. A window of 0 sends them at the end of the event loop's iteration.
+
+Deferring an ack changes nothing a crash could lose: a delivery whose ack was never written is
+redelivered. It widens only the span in which a crash redelivers a message whose outputs were
+already confirmed (a duplicate downstream, as at-least-once allows) by the window. A channel
+that is closed (`flush` first) sends what it holds. One `ChannelAcks` per underlying (aiormq)
+channel: tags start again at 1 on a channel reopened after a lost connection, whose old
+deliveries the broker has already taken back.
 """
 
 from __future__ import annotations
@@ -40,11 +48,26 @@ one, which is always safe)."""
 class ChannelAcks:
     """See the module docstring."""
 
-    def __init__(self, channel: aiormq.abc.AbstractChannel, actor: str) -> None:
+    def __init__(
+        self,
+        channel: aiormq.abc.AbstractChannel,
+        actor: str,
+        *,
+        window_s: float = 0.0,
+        hold: int = 1,
+    ) -> None:
+        """`window_s`: how long an ack may wait for others to go with; `hold`: how many acks
+        may wait at most (that many go at once)."""
         self.channel = channel
         self._actor = actor
+        self._window_s = window_s
+        self._hold = max(1, hold)
         self._unsettled: dict[int, int] = {}
         """Delivery tag -> _WORKING, _ACKED or _REQUEUING; in delivery order (tags grow)."""
+        self._waiting = 0
+        """Acks asked for and not taken to be sent yet."""
+        self._window: asyncio.TimerHandle | None = None
+        """Ends the window of the acks waiting: they are sent then."""
         self._scheduled = False
         self._flushes: set[asyncio.Task[None]] = set()
         self._sending = asyncio.Lock()
@@ -58,10 +81,21 @@ class ChannelAcks:
         self._unsettled[tag] = _WORKING
 
     def ack(self, tag: int) -> None:
-        """Ack `tag` at the end of this loop iteration, with the other acks asked for in it."""
+        """Ack `tag` within the window, with the other acks asked for in it."""
         if self._unsettled.get(tag) != _WORKING:
             return
         self._unsettled[tag] = _ACKED
+        self._waiting += 1
+        if self._window_s <= 0 or self._waiting >= self._hold:
+            self._send_soon()
+        elif self._window is None:
+            self._window = asyncio.get_running_loop().call_later(self._window_s, self._send_soon)
+
+    def _send_soon(self) -> None:
+        """Send the acks waiting at the end of this loop iteration."""
+        if self._window is not None:
+            self._window.cancel()
+            self._window = None
         if not self._scheduled:
             self._scheduled = True
             task = asyncio.get_running_loop().create_task(self._flush_soon())
@@ -83,12 +117,11 @@ class ChannelAcks:
             await self.channel.basic_nack(tag, requeue=True)
             del self._unsettled[tag]
 
-    def forget(self, tag: int) -> None:
-        """`tag` was given back with its channel: nothing is to be sent for it."""
-        self._unsettled.pop(tag, None)
-
     async def flush(self) -> None:
-        """Send every ack asked for so far."""
+        """Send every ack asked for so far, without waiting out the window."""
+        if self._window is not None:
+            self._window.cancel()
+            self._window = None
         async with self._sending:
             await self._send_acked()
 
@@ -132,4 +165,5 @@ class ChannelAcks:
                 singles.append(tag)
         for tag in [t for t in self._unsettled if last is not None and t <= last] + singles:
             del self._unsettled[tag]
+        self._waiting = 0  # every acked tag is taken
         return first, last, singles

@@ -86,10 +86,19 @@ class _Delivery:
 class RabbitMQSubscription:
     """Consumes one actor's queue on a channel of its own (its prefetch is the actor's)."""
 
-    def __init__(self, transport: SubscriptionTransport, actor: str, tags: Iterator[int]) -> None:
+    def __init__(
+        self,
+        transport: SubscriptionTransport,
+        actor: str,
+        tags: Iterator[int],
+        *,
+        ack_window_s: float = 0.0,
+    ) -> None:
         """`tags` numbers the deliveries: shared by a transport's subscriptions, so a message
-        one of them delivered is never taken for another's."""
+        one of them delivered is never taken for another's. `ack_window_s`: how long an ack
+        may wait for others to go in the same frame (`ChannelAcks`)."""
         self._transport = transport
+        self._ack_window_s = ack_window_s
         self._actor = actor
         self._tags = tags
         self._inbox: asyncio.Queue[Message | None] = asyncio.Queue()
@@ -179,7 +188,11 @@ class RabbitMQSubscription:
         acks = self._acks
         if acks is None or acks.channel is not underlay:
             # A first delivery, or the first on a channel reopened after a lost connection.
-            acks = self._acks = ChannelAcks(underlay, self._actor)
+            # Acks wait for company no longer than the window, and never while a quarter of
+            # the prefetch waits with them: the broker would hold back deliveries for them.
+            acks = self._acks = ChannelAcks(
+                underlay, self._actor, window_s=self._ack_window_s, hold=self._prefetch // 4
+            )
         delivery_tag = delivered.delivery_tag
         assert delivery_tag is not None  # set when acking is on, as here
         acks.delivered(delivery_tag)

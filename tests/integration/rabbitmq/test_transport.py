@@ -146,6 +146,32 @@ async def test_acks_batched_with_a_requeue_among_them_settle_exactly_on_the_brok
     assert (await transport.depth("known")).ready == 0
 
 
+async def test_acks_waiting_out_a_long_window_never_starve_the_prefetch(amqp_url, namespace):
+    # A window that does not end during the test: only the hold (a quarter of the prefetch)
+    # sends the acks, and the broker delivers past the first prefetch only if they went.
+    options = RabbitMQOptions(
+        namespace=namespace, connection_name="test-ack-hold", ack_window_s=600
+    )
+    async with RabbitMQTransport(amqp_url, options) as windowed:
+        await windowed.declare("known")
+        for i in range(16):
+            await windowed.publish("known", b"m%d" % i)
+        subscription = await windowed.subscribe("known", prefetch=8)
+
+        bodies = []
+        for _ in range(16):
+            message = await asyncio.wait_for(subscription.get(), 10)
+            bodies.append(message.body)
+            await subscription.ack(message)
+            await asyncio.sleep(0)  # each ack asked for in an iteration of its own
+        await subscription.close()  # sends what still waits: nothing goes back to the queue
+        left = (await windowed.depth("known")).ready
+        await windowed.delete_queues(["known"])
+
+    assert sorted(bodies) == sorted(b"m%d" % i for i in range(16))
+    assert left == 0
+
+
 async def test_acks_after_resuming_on_a_new_channel_settle_there(transport):
     await transport.declare("known")
     subscription = await transport.subscribe("known", prefetch=4)

@@ -152,6 +152,77 @@ async def test_a_requeue_cut_before_its_frame_is_written_is_never_covered_by_a_l
     assert broker.unsettled == {1}  # the broker still holds it, and redelivers it
 
 
+async def test_acks_asked_for_within_the_window_go_as_one_frame_when_flushed():
+    broker = Broker()
+    acks = ChannelAcks(broker, "a", window_s=3600, hold=10)  # type: ignore[arg-type]
+    deliver(broker, acks, 4)
+
+    for tag in (2, 1, 3):  # each in an iteration of its own
+        acks.ack(tag)
+        await settle_soon()
+    held = list(broker.frames)
+    await acks.flush()  # as closing the subscription does
+
+    assert held == []
+    assert broker.frames == [("ack", 3, True)]
+    assert broker.unsettled == {4}
+
+
+async def test_acks_go_without_waiting_out_the_window_once_hold_of_them_wait():
+    broker = Broker()
+    acks = ChannelAcks(broker, "a", window_s=3600, hold=3)  # type: ignore[arg-type]
+    deliver(broker, acks, 6)
+
+    acks.ack(1)
+    acks.ack(2)
+    await settle_soon()
+    held = list(broker.frames)
+    acks.ack(3)
+    await settle_soon()
+    acks.ack(4)  # the count starts again: this one waits
+    await settle_soon()
+
+    assert held == []
+    assert broker.frames == [("ack", 3, True)]
+    assert broker.unsettled == {4, 5, 6}
+
+
+async def test_the_end_of_the_window_sends_the_acks_waiting():
+    broker = Broker()
+    sent = asyncio.Event()
+    ack = broker.basic_ack
+
+    async def basic_ack(delivery_tag: int, multiple: bool = False) -> None:
+        await ack(delivery_tag, multiple)
+        sent.set()
+
+    broker.basic_ack = basic_ack  # type: ignore[method-assign]
+    acks = ChannelAcks(broker, "a", window_s=0.001, hold=10)  # type: ignore[arg-type]
+    deliver(broker, acks, 2)
+
+    acks.ack(1)
+    await asyncio.wait_for(sent.wait(), 10)  # no flush asked for: only the window's end
+
+    assert broker.frames == [("ack", 1, False)]
+
+
+async def test_a_requeue_inside_the_window_sends_the_acks_waiting_before_it():
+    broker = Broker()
+    acks = ChannelAcks(broker, "a", window_s=3600, hold=10)  # type: ignore[arg-type]
+    deliver(broker, acks, 3)
+
+    acks.ack(1)
+    await acks.nack(2)
+    acks.ack(3)
+    await settle_soon()
+    waiting = list(broker.frames)
+    await acks.flush()
+
+    assert waiting == [("ack", 1, False), ("nack", 2, False)]
+    assert broker.frames == [("ack", 1, False), ("nack", 2, False), ("ack", 3, False)]
+    assert broker.errors == []
+
+
 async def test_acks_on_a_lost_channel_are_logged_not_raised(caplog):
     broker = Broker()
     acks = ChannelAcks(broker, "a")  # type: ignore[arg-type]
@@ -169,9 +240,13 @@ async def test_acks_on_a_lost_channel_are_logged_not_raised(caplog):
 @settings(max_examples=300, deadline=None)
 @given(
     count=st.integers(min_value=1, max_value=24),
+    window_s=st.sampled_from([0.0, 3600.0]),
+    hold=st.integers(min_value=1, max_value=6),
     data=st.data(),
 )
-def test_any_order_of_settles_acks_exactly_the_acked_and_requeues_exactly_the_requeued(count, data):
+def test_any_order_of_settles_acks_exactly_the_acked_and_requeues_exactly_the_requeued(
+    count, window_s, hold, data
+):
     order = data.draw(st.permutations(range(1, count + 1)))
     requeue = data.draw(st.sets(st.sampled_from(order)))
     # After each settle, let the loop run a few steps, or none: acks asked for in several
@@ -180,7 +255,9 @@ def test_any_order_of_settles_acks_exactly_the_acked_and_requeues_exactly_the_re
 
     async def run() -> Broker:
         broker = Broker()
-        acks = ChannelAcks(broker, "a")  # type: ignore[arg-type]
+        # A window that never ends by itself: what it holds goes with a hold, a requeue, or
+        # the flush of a closing subscription.
+        acks = ChannelAcks(broker, "a", window_s=window_s, hold=hold)  # type: ignore[arg-type]
         deliver(broker, acks, count)
         for tag, pause in zip(order, pauses, strict=True):
             if tag in requeue:
@@ -190,6 +267,7 @@ def test_any_order_of_settles_acks_exactly_the_acked_and_requeues_exactly_the_re
             for _ in range(pause):
                 await asyncio.sleep(0)
         await settle_soon()
+        await acks.flush()
         return broker
 
     broker = asyncio.run(run())
