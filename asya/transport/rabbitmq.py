@@ -86,6 +86,9 @@ class QueueType(enum.StrEnum):
     """Single-node; no delivery limit (a poison message is redelivered until fixed)."""
 
 
+_DEFAULTS: Final = TransportSettings()
+
+
 @dataclass(frozen=True, kw_only=True)
 class RabbitMQOptions:
     namespace: str = "default"
@@ -97,7 +100,7 @@ class RabbitMQOptions:
     """Shown in the broker's management UI."""
     retention: Retention = field(default_factory=Retention)
     """How long and how much of the end records' streams is kept (`asya.transport.records`)."""
-    ack_window_s: float = 0.005
+    ack_window_s: float = _DEFAULTS.ack_window_ms / 1000
     """How long a consumer's ack may wait for others to go with (`asya.transport.rabbitmq_acks`)."""
 
     @classmethod

@@ -13,11 +13,13 @@ before it first, and is never covered by a multiple ack: until its own frame is 
 good, if that fails or is cancelled) it stops every run of acks behind it.
 
 Why a window: each ack frame costs the broker a settlement (on a quorum queue, a Raft command)
-and the consumer a write; a window of a few milliseconds turns a saturated consumer's acks from
-about one frame per delivery into a few per window. Acks held back keep their prefetch slots,
-so they go at once, without waiting out the window, when `hold` of them are waiting (the
-subscription makes that a quarter of its prefetch): a consumer with a small prefetch is never
-starved by its own acks. A window of 0 sends them at the end of the event loop's iteration.
+and the consumer a write; a window of a few milliseconds lets the acks of a saturated consumer
+that finishes messages out of order go several to a frame. Acks held back keep their prefetch
+slots, so they go at once, without waiting out the window, when `hold` of them are waiting
+(the subscription makes that a quarter of its prefetch, so the window applies from a prefetch
+of 8 up), and whenever the consumer runs out of deliveries (`send_waiting`): a consumer is
+never starved by its own acks. A window of 0 sends them at the end of the event loop's
+iteration.
 
 Deferring an ack changes nothing a crash could lose: a delivery whose ack was never written is
 redelivered. It widens only the span in which a crash redelivers a message whose outputs were
@@ -91,6 +93,12 @@ class ChannelAcks:
         elif self._window is None:
             self._window = asyncio.get_running_loop().call_later(self._window_s, self._send_soon)
 
+    def send_waiting(self) -> None:
+        """Send the acks waiting for their window at the end of this loop iteration (the
+        consumer is out of deliveries: they may be what the broker waits for)."""
+        if self._waiting:
+            self._send_soon()
+
     def _send_soon(self) -> None:
         """Send the acks waiting at the end of this loop iteration."""
         if self._window is not None:
@@ -100,7 +108,13 @@ class ChannelAcks:
             self._scheduled = True
             task = asyncio.get_running_loop().create_task(self._flush_soon())
             self._flushes.add(task)
-            task.add_done_callback(self._flushes.discard)
+            task.add_done_callback(self._flush_ended)
+
+    def _flush_ended(self, task: asyncio.Task[None]) -> None:
+        self._flushes.discard(task)
+        if task.cancelled():
+            # Perhaps before it began: let the next ack schedule a flush of its own.
+            self._scheduled = False
 
     async def nack(self, tag: int) -> None:
         """Give `tag` back to the queue now, after the acks asked for before it.
@@ -119,9 +133,6 @@ class ChannelAcks:
 
     async def flush(self) -> None:
         """Send every ack asked for so far, without waiting out the window."""
-        if self._window is not None:
-            self._window.cancel()
-            self._window = None
         async with self._sending:
             await self._send_acked()
 
@@ -165,5 +176,8 @@ class ChannelAcks:
                 singles.append(tag)
         for tag in [t for t in self._unsettled if last is not None and t <= last] + singles:
             del self._unsettled[tag]
-        self._waiting = 0  # every acked tag is taken
+        self._waiting = 0  # every acked tag is taken: no window left to wait out
+        if self._window is not None:
+            self._window.cancel()
+            self._window = None
         return first, last, singles

@@ -209,6 +209,10 @@ class RabbitMQSubscription:
         self._inbox.put_nowait(message)
 
     async def get(self) -> Message | None:
+        if self._inbox.empty() and self._acks is not None:
+            # Hungry: the acks waiting for their window may be what keeps the broker from
+            # delivering (the prefetch is full); they go now.
+            self._acks.send_waiting()
         return await self._inbox.get()
 
     @property
@@ -227,7 +231,7 @@ class RabbitMQSubscription:
         return len(self._unsettled)
 
     async def ack(self, message: Message) -> None:
-        """Ack at the end of this loop iteration, with the other acks of its channel
+        """Ack within the ack window, with the other acks of its channel
         (`asya.transport.rabbitmq_acks`): a channel lost before is logged there."""
         delivery = self._unsettled.pop(message.tag, None)
         if delivery is not None:
@@ -254,6 +258,8 @@ class RabbitMQSubscription:
         self._inbox.put_nowait(None)
         if isinstance(self._channel, aio_pika.RobustChannel):
             self._channel.reopen_callbacks.discard(self._consume_again)
+        if self._acks is not None:
+            await self._acks.flush()  # and what was acked meanwhile
         if self._channel is not None and not self._channel.is_closed:
             await self._channel.close()
         # The rest went back to the queue with the channel: a settle from now on does nothing.

@@ -154,12 +154,12 @@ async def test_acks_waiting_out_a_long_window_never_starve_the_prefetch(amqp_url
     )
     async with RabbitMQTransport(amqp_url, options) as windowed:
         await windowed.declare("known")
-        for i in range(16):
+        for i in range(15):
             await windowed.publish("known", b"m%d" % i)
         subscription = await windowed.subscribe("known", prefetch=8)
 
         bodies = []
-        for _ in range(16):
+        for _ in range(15):
             message = await asyncio.wait_for(subscription.get(), 10)
             bodies.append(message.body)
             await subscription.ack(message)
@@ -168,8 +168,59 @@ async def test_acks_waiting_out_a_long_window_never_starve_the_prefetch(amqp_url
         left = (await windowed.depth("known")).ready
         await windowed.delete_queues(["known"])
 
-    assert sorted(bodies) == sorted(b"m%d" % i for i in range(16))
+    assert sorted(bodies) == sorted(b"m%d" % i for i in range(15))
     assert left == 0
+
+
+async def test_acks_wait_out_their_window_and_go_in_one_frame_when_closing(amqp_url, namespace):
+    options = RabbitMQOptions(
+        namespace=namespace, connection_name="test-ack-window", ack_window_s=600
+    )
+    async with RabbitMQTransport(amqp_url, options) as windowed:
+        await windowed.declare("known")
+        for i in range(5):
+            await windowed.publish("known", b"m%d" % i)
+        subscription = await windowed.subscribe("known", prefetch=40)  # holds up to 10 acks
+        messages = [await asyncio.wait_for(subscription.get(), 10) for _ in range(5)]
+
+        for message in messages:
+            await subscription.ack(message)
+            await asyncio.sleep(0)  # each ack asked for in an iteration of its own
+        acks = subscription._acks
+        assert acks is not None
+        held = acks.frames
+        await subscription.close()
+        left = (await windowed.depth("known")).ready
+        await windowed.delete_queues(["known"])
+
+    assert held == 0
+    assert acks.frames == 1
+    assert left == 0
+
+
+async def test_a_consumer_out_of_deliveries_sends_the_acks_waiting_for_their_window(
+    amqp_url, namespace
+):
+    options = RabbitMQOptions(
+        namespace=namespace, connection_name="test-ack-hungry", ack_window_s=600
+    )
+    async with RabbitMQTransport(amqp_url, options) as windowed:
+        await windowed.declare("known")
+        for i in range(9):
+            await windowed.publish("known", b"m%d" % i)
+        subscription = await windowed.subscribe("known", prefetch=8)  # holds 1 ack (hold 2)
+        first = [await asyncio.wait_for(subscription.get(), 10) for _ in range(8)]
+
+        # The prefetch is full: one acked, waiting for its window, and seven in work. Only
+        # sending that ack now lets the broker deliver the ninth.
+        await subscription.ack(first[0])
+        ninth = await asyncio.wait_for(subscription.get(), 10)
+        for message in [*first[1:], ninth]:
+            await subscription.ack(message)
+        await subscription.close()
+        await windowed.delete_queues(["known"])
+
+    assert ninth.body == b"m8"
 
 
 async def test_acks_after_resuming_on_a_new_channel_settle_there(transport):

@@ -187,6 +187,37 @@ async def test_acks_go_without_waiting_out_the_window_once_hold_of_them_wait():
     assert broker.unsettled == {4, 5, 6}
 
 
+async def test_acks_waiting_go_at_once_when_the_consumer_runs_out_of_deliveries():
+    broker = Broker()
+    acks = ChannelAcks(broker, "a", window_s=3600, hold=10)  # type: ignore[arg-type]
+    deliver(broker, acks, 3)
+
+    acks.ack(1)
+    acks.ack(2)
+    await settle_soon()
+    held = list(broker.frames)
+    acks.send_waiting()  # as the subscription does when its inbox is empty
+    await settle_soon()
+
+    assert held == []
+    assert broker.frames == [("ack", 2, True)]
+
+
+async def test_a_flush_cancelled_before_it_ran_does_not_stop_later_acks_from_going():
+    broker = Broker()
+    acks = ChannelAcks(broker, "a")  # type: ignore[arg-type]
+    deliver(broker, acks, 2)
+
+    acks.ack(1)
+    for task in list(acks._flushes):  # a stop cancelling every task left, this one included
+        task.cancel()
+    await settle_soon()
+    acks.ack(2)
+    await settle_soon()
+
+    assert broker.frames == [("ack", 2, True)]
+
+
 async def test_the_end_of_the_window_sends_the_acks_waiting():
     broker = Broker()
     sent = asyncio.Event()
@@ -267,6 +298,9 @@ def test_any_order_of_settles_acks_exactly_the_acked_and_requeues_exactly_the_re
             for _ in range(pause):
                 await asyncio.sleep(0)
         await settle_soon()
+        unsent = len(set(order) - requeue) - len(broker.acked)
+        # Nothing is left behind without a window; with one, fewer than `hold` wait.
+        assert unsent == 0 if window_s == 0 else unsent < hold
         await acks.flush()
         return broker
 
