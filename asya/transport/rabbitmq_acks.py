@@ -17,8 +17,8 @@ and the consumer a write; a window of a few milliseconds lets the acks of a satu
 that finishes messages out of order go several to a frame. Acks held back keep their prefetch
 slots, so they go at once, without waiting out the window, when `hold` of them are waiting
 (the subscription makes that a quarter of its prefetch, so the window applies from a prefetch
-of 8 up), and whenever the consumer runs out of deliveries (`send_waiting`): a consumer is
-never starved by its own acks. A window of 0 sends them at the end of the event loop's
+of 8 up), and whenever the consumer runs out of deliveries while its prefetch is full
+(`send_waiting`): a consumer is never starved by its own acks. A window of 0 sends them at the end of the event loop's
 iteration.
 
 Deferring an ack changes nothing a crash could lose: a delivery whose ack was never written is
@@ -93,9 +93,15 @@ class ChannelAcks:
         elif self._window is None:
             self._window = asyncio.get_running_loop().call_later(self._window_s, self._send_soon)
 
+    @property
+    def unsettled(self) -> int:
+        """Deliveries of the channel not settled on the broker yet: each takes a prefetch slot."""
+        return len(self._unsettled)
+
     def send_waiting(self) -> None:
         """Send the acks waiting for their window at the end of this loop iteration (the
-        consumer is out of deliveries: they may be what the broker waits for)."""
+        consumer is out of deliveries and its prefetch is full: they are what the broker waits
+        for)."""
         if self._waiting:
             self._send_soon()
 

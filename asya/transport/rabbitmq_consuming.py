@@ -209,10 +209,11 @@ class RabbitMQSubscription:
         self._inbox.put_nowait(message)
 
     async def get(self) -> Message | None:
-        if self._inbox.empty() and self._acks is not None:
-            # Hungry: the acks waiting for their window may be what keeps the broker from
-            # delivering (the prefetch is full); they go now.
-            self._acks.send_waiting()
+        acks = self._acks
+        if self._inbox.empty() and acks is not None and acks.unsettled >= self._prefetch:
+            # Out of deliveries, and the broker sends none until something is settled: the
+            # acks waiting for their window go now.
+            acks.send_waiting()
         return await self._inbox.get()
 
     @property
