@@ -90,9 +90,9 @@ class TransportSettings(msgspec.Struct, frozen=True, kw_only=True):
             le=1000,
             description="how long a consumer's ack may wait for others to go in the same frame"
             " (they go at once when a quarter of the prefetch waits, or the consumer has no"
-            " delivery in hand and its prefetch is full). Fewer frames for the broker to settle; a crash in the window"
-            " redelivers what was already done (at-least-once). 0 = at the end of the event"
-            " loop's iteration",
+            " delivery in hand and its prefetch is full). Fewer frames for the broker to"
+            " settle; a crash in the window redelivers what was already done (at-least-once)."
+            " 0 = at the end of the event loop's iteration",
         ),
     ] = 5.0
 

@@ -18,8 +18,8 @@ that finishes messages out of order go several to a frame. Acks held back keep t
 slots, so they go at once, without waiting out the window, when `hold` of them are waiting
 (the subscription makes that a quarter of its prefetch, so the window applies from a prefetch
 of 8 up), and whenever the consumer runs out of deliveries while its prefetch is full
-(`send_waiting`): a consumer is never starved by its own acks. A window of 0 sends them at the end of the event loop's
-iteration.
+(`send_waiting`): a consumer is never starved by its own acks. A window of 0 sends them at
+the end of the event loop's iteration.
 
 Deferring an ack changes nothing a crash could lose: a delivery whose ack was never written is
 redelivered. It widens only the span in which a crash redelivers a message whose outputs were
