@@ -18,15 +18,15 @@ that finishes messages out of order go several to a frame. Acks held back keep t
 slots, so they go at once, without waiting out the window, when `hold` of them are waiting
 (the subscription makes that a quarter of its prefetch, so the window applies from a prefetch
 of 8 up), and whenever the consumer runs out of deliveries while its prefetch is full
-(`send_waiting`): a consumer is never starved by its own acks. A window of 0 sends them at
-the end of the event loop's iteration.
+(`send_waiting`): a consumer never waits out the window for its own acks, at most the broker's
+round trip. A window of 0 sends them at the end of the event loop's iteration.
 
 Deferring an ack changes nothing a crash could lose: a delivery whose ack was never written is
 redelivered. It widens only the span in which a crash redelivers a message whose outputs were
-already confirmed (a duplicate downstream, as at-least-once allows) by the window. A channel
-that is closed (`flush` first) sends what it holds. One `ChannelAcks` per underlying (aiormq)
-channel: tags start again at 1 on a channel reopened after a lost connection, whose old
-deliveries the broker has already taken back.
+already confirmed (a duplicate downstream, as at-least-once allows) by the window. A
+subscription that closes flushes first: what waits is sent. One `ChannelAcks` per underlying
+(aiormq) channel: tags start again at 1 on a channel reopened after a lost connection, whose
+old deliveries the broker has already taken back.
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ class ChannelAcks:
         window_s: float = 0.0,
         hold: int = 1,
     ) -> None:
-        """`window_s`: how long an ack may wait for others to go with; `hold`: how many acks
-        may wait at most (that many go at once)."""
+        """`window_s`: how long an ack may wait for others to go with; `hold`: the count of
+        acks waiting that sends them all at once (fewer than `hold` ever wait)."""
         self.channel = channel
         self._actor = actor
         self._window_s = window_s
@@ -119,8 +119,12 @@ class ChannelAcks:
     def _flush_ended(self, task: asyncio.Task[None]) -> None:
         self._flushes.discard(task)
         if task.cancelled():
-            # Perhaps before it began: let the next ack schedule a flush of its own.
+            # Perhaps before it began: the next ack schedules a flush of its own, and the acks
+            # waiting still have a window that ends.
             self._scheduled = False
+            if self._waiting and self._window is None:
+                loop = asyncio.get_running_loop()
+                self._window = loop.call_later(self._window_s, self._send_soon)
 
     async def nack(self, tag: int) -> None:
         """Give `tag` back to the queue now, after the acks asked for before it.

@@ -147,8 +147,9 @@ async def test_acks_batched_with_a_requeue_among_them_settle_exactly_on_the_brok
 
 
 async def test_acks_waiting_out_a_long_window_never_starve_the_prefetch(amqp_url, namespace):
-    # A window that does not end during the test: only the hold (a quarter of the prefetch)
-    # sends the acks, and the broker delivers past the first prefetch only if they went.
+    # A window that does not end during the test: the acks go with the hold (a quarter of the
+    # prefetch) or when the consumer is out of deliveries with its prefetch full, and the
+    # broker delivers past the first prefetch only if they went.
     options = RabbitMQOptions(
         namespace=namespace, connection_name="test-ack-hold", ack_window_s=600
     )
@@ -188,6 +189,12 @@ async def test_acks_wait_out_their_window_and_go_in_one_frame_when_closing(amqp_
             await asyncio.sleep(0)  # each ack asked for in an iteration of its own
         acks = subscription._acks
         assert acks is not None
+        # Out of deliveries, but the prefetch has room: the acks are not what the broker waits
+        # for, and they keep waiting.
+        waiting = asyncio.create_task(subscription.get())
+        for _ in range(20):
+            await asyncio.sleep(0)
+        waiting.cancel()
         held = acks.frames
         await subscription.close()
         left = (await windowed.depth("known")).ready
