@@ -40,7 +40,7 @@ import logging
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import aio_pika
 import aiormq
@@ -336,9 +336,10 @@ class RabbitMQTransport:
     async def publish(self, actor: str, body: bytes, *, delay_ms: int = 0) -> None:
         # The underlying aiormq channel: same confirms and returns, without building an
         # aio-pika Message per publish (a measurable share of a hop's CPU). `wait=False`: the
-        # channel is not held until the frame is written, only until it is queued (aiormq's
-        # queue of 10 frames still pushes back), so the publishes of a burst of answers queue
-        # together instead of one writer turn apart; each still waits for its confirm.
+        # channel is held only until the frame is queued, not until the writer has written it,
+        # so the publishes of a burst of answers go together instead of one writer turn apart.
+        # Each still waits for its confirm: what is held in memory is bounded, as before, by
+        # the publishes in flight (the prefetch times the outputs per message).
         underlay = await self._publisher()
         try:
             bucket_ms = delay_bucket_ms(delay_ms)
@@ -346,7 +347,9 @@ class RabbitMQTransport:
                 exchange, key = "", await self._delay_queue(actor, bucket_ms)
             else:
                 exchange, key = EXCHANGE, self.queue_for(actor)
-            await underlay.basic_publish(
+            # aiormq's abstract channel does not name `wait`; the channel under aio-pika's is
+            # always its concrete `Channel`, which takes it.
+            await cast(aiormq.Channel, underlay).basic_publish(
                 body,
                 exchange=exchange,
                 routing_key=key,
