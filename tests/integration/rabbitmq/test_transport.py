@@ -4,6 +4,8 @@ come back, dead letters that always have somewhere to go."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 import aio_pika
 import pytest
@@ -146,17 +148,28 @@ async def test_acks_batched_with_a_requeue_among_them_settle_exactly_on_the_brok
     assert (await transport.depth("known")).ready == 0
 
 
+@contextlib.asynccontextmanager
+async def _windowed(amqp_url: str, namespace: str, count: int) -> AsyncIterator[RabbitMQTransport]:
+    """A transport whose acks wait for a window that does not end during a test, and `count`
+    messages in the queue of actor `known` (deleted after)."""
+    options = RabbitMQOptions(
+        namespace=namespace, connection_name="test-ack-window", ack_window_s=600
+    )
+    async with RabbitMQTransport(amqp_url, options) as windowed:
+        await windowed.declare("known")
+        for i in range(count):
+            await windowed.publish("known", b"m%d" % i)
+        try:
+            yield windowed
+        finally:
+            await windowed.delete_queues(["known"])
+
+
 async def test_acks_waiting_out_a_long_window_never_starve_the_prefetch(amqp_url, namespace):
     # A window that does not end during the test: the acks go with the hold (a quarter of the
     # prefetch) or when the consumer is out of deliveries with its prefetch full, and the
     # broker delivers past the first prefetch only if they went.
-    options = RabbitMQOptions(
-        namespace=namespace, connection_name="test-ack-hold", ack_window_s=600
-    )
-    async with RabbitMQTransport(amqp_url, options) as windowed:
-        await windowed.declare("known")
-        for i in range(15):
-            await windowed.publish("known", b"m%d" % i)
+    async with _windowed(amqp_url, namespace, 15) as windowed:
         subscription = await windowed.subscribe("known", prefetch=8)
 
         bodies = []
@@ -167,20 +180,13 @@ async def test_acks_waiting_out_a_long_window_never_starve_the_prefetch(amqp_url
             await asyncio.sleep(0)  # each ack asked for in an iteration of its own
         await subscription.close()  # sends what still waits: nothing goes back to the queue
         left = (await windowed.depth("known")).ready
-        await windowed.delete_queues(["known"])
 
     assert sorted(bodies) == sorted(b"m%d" % i for i in range(15))
     assert left == 0
 
 
 async def test_acks_wait_out_their_window_and_go_in_one_frame_when_closing(amqp_url, namespace):
-    options = RabbitMQOptions(
-        namespace=namespace, connection_name="test-ack-window", ack_window_s=600
-    )
-    async with RabbitMQTransport(amqp_url, options) as windowed:
-        await windowed.declare("known")
-        for i in range(5):
-            await windowed.publish("known", b"m%d" % i)
+    async with _windowed(amqp_url, namespace, 5) as windowed:
         subscription = await windowed.subscribe("known", prefetch=40)  # holds up to 10 acks
         messages = [await asyncio.wait_for(subscription.get(), 10) for _ in range(5)]
 
@@ -198,7 +204,6 @@ async def test_acks_wait_out_their_window_and_go_in_one_frame_when_closing(amqp_
         held = acks.frames
         await subscription.close()
         left = (await windowed.depth("known")).ready
-        await windowed.delete_queues(["known"])
 
     assert held == 0
     assert acks.frames == 1
@@ -208,13 +213,7 @@ async def test_acks_wait_out_their_window_and_go_in_one_frame_when_closing(amqp_
 async def test_a_consumer_out_of_deliveries_sends_the_acks_waiting_for_their_window(
     amqp_url, namespace
 ):
-    options = RabbitMQOptions(
-        namespace=namespace, connection_name="test-ack-hungry", ack_window_s=600
-    )
-    async with RabbitMQTransport(amqp_url, options) as windowed:
-        await windowed.declare("known")
-        for i in range(9):
-            await windowed.publish("known", b"m%d" % i)
+    async with _windowed(amqp_url, namespace, 9) as windowed:
         subscription = await windowed.subscribe("known", prefetch=8)  # holds 1 ack (hold 2)
         first = [await asyncio.wait_for(subscription.get(), 10) for _ in range(8)]
 
@@ -225,7 +224,6 @@ async def test_a_consumer_out_of_deliveries_sends_the_acks_waiting_for_their_win
         for message in [*first[1:], ninth]:
             await subscription.ack(message)
         await subscription.close()
-        await windowed.delete_queues(["known"])
 
     assert ninth.body == b"m8"
 

@@ -60,6 +60,19 @@ def deliver(broker: Broker, acks: ChannelAcks, count: int) -> None:
         acks.delivered(tag)
 
 
+def signals_acks(broker: Broker) -> asyncio.Event:
+    """An event set once the broker has an ack frame."""
+    sent = asyncio.Event()
+    ack = broker.basic_ack
+
+    async def basic_ack(delivery_tag: int, multiple: bool = False) -> None:
+        await ack(delivery_tag, multiple)
+        sent.set()
+
+    broker.basic_ack = basic_ack  # type: ignore[method-assign]
+    return sent
+
+
 async def settle_soon() -> None:
     """Let the flushes scheduled so far run, and what they await."""
     for _ in range(50):
@@ -196,7 +209,7 @@ async def test_acks_waiting_go_at_once_when_the_consumer_runs_out_of_deliveries(
     acks.ack(2)
     await settle_soon()
     held = list(broker.frames)
-    acks.send_waiting()  # as the subscription does when its inbox is empty
+    acks.send_waiting()  # as the subscription does when out of deliveries, prefetch full
     await settle_soon()
 
     assert held == []
@@ -221,14 +234,7 @@ async def test_a_flush_cancelled_before_it_ran_leaves_no_ack_behind():
 
 async def test_acks_waiting_get_a_window_again_when_their_flush_is_cancelled():
     broker = Broker()
-    sent = asyncio.Event()
-    ack = broker.basic_ack
-
-    async def basic_ack(delivery_tag: int, multiple: bool = False) -> None:
-        await ack(delivery_tag, multiple)
-        sent.set()
-
-    broker.basic_ack = basic_ack  # type: ignore[method-assign]
+    sent = signals_acks(broker)
     acks = ChannelAcks(broker, "a", window_s=0.001, hold=2)  # type: ignore[arg-type]
     deliver(broker, acks, 3)
 
@@ -243,14 +249,7 @@ async def test_acks_waiting_get_a_window_again_when_their_flush_is_cancelled():
 
 async def test_the_end_of_the_window_sends_the_acks_waiting():
     broker = Broker()
-    sent = asyncio.Event()
-    ack = broker.basic_ack
-
-    async def basic_ack(delivery_tag: int, multiple: bool = False) -> None:
-        await ack(delivery_tag, multiple)
-        sent.set()
-
-    broker.basic_ack = basic_ack  # type: ignore[method-assign]
+    sent = signals_acks(broker)
     acks = ChannelAcks(broker, "a", window_s=0.001, hold=10)  # type: ignore[arg-type]
     deliver(broker, acks, 2)
 
