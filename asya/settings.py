@@ -108,6 +108,11 @@ class TransportSettings(msgspec.Struct, frozen=True, kw_only=True):
         return f"amqp://{user}:{password}@{self.broker_host}:{self.broker_port}/{vhost}"
 
 
+TRANSPORT_DEFAULTS: Final = TransportSettings()
+"""The transport settings no variable changed: the defaults of options built without them
+(`asya.transport.rabbitmq.RabbitMQOptions`, `asya.transport.records.Retention`)."""
+
+
 class SidecarSettings(msgspec.Struct, frozen=True, kw_only=True):
     actor: Annotated[
         str | None,

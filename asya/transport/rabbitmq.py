@@ -55,7 +55,7 @@ from asya.clock import Clock, SystemClock
 from asya.errors import TransportError, UnknownActorError
 from asya.queue_names import delay_queue_name, queue_name
 from asya.routing import END_ACTORS, ERROR_END
-from asya.settings import TransportSettings
+from asya.settings import TRANSPORT_DEFAULTS, TransportSettings
 from asya.transport.base import (
     QueueDepth,
     is_reply_queue_name,
@@ -86,9 +86,6 @@ class QueueType(enum.StrEnum):
     """Single-node; no delivery limit (a poison message is redelivered until fixed)."""
 
 
-_DEFAULTS: Final = TransportSettings()
-
-
 @dataclass(frozen=True, kw_only=True)
 class RabbitMQOptions:
     namespace: str = "default"
@@ -100,7 +97,7 @@ class RabbitMQOptions:
     """Shown in the broker's management UI."""
     retention: Retention = field(default_factory=Retention)
     """How long and how much of the end records' streams is kept (`asya.transport.records`)."""
-    ack_window_s: float = _DEFAULTS.ack_window_ms / 1000
+    ack_window_s: float = TRANSPORT_DEFAULTS.ack_window_ms / 1000
     """How long a consumer's ack may wait for others to go with (`asya.transport.rabbitmq_acks`)."""
 
     @classmethod

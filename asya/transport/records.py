@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Protocol
 
-from asya.settings import TransportSettings
+from asya.settings import TRANSPORT_DEFAULTS, TransportSettings
 
 
 class RecordKind(enum.StrEnum):
@@ -51,9 +51,6 @@ def records_stream_name(namespace: str, kind: RecordKind) -> str:
     return f"asya-{namespace}.{kind.value}"
 
 
-_DEFAULTS: Final = TransportSettings()
-
-
 @dataclass(frozen=True, slots=True)
 class Retention:
     """How long and how much of each log is kept; the oldest records go first.
@@ -61,9 +58,9 @@ class Retention:
     Defaults: those of `ASYA_RECORDS_MAX_AGE` and `ASYA_RECORDS_MAX_BYTES`.
     """
 
-    max_age: str = _DEFAULTS.records_max_age
+    max_age: str = TRANSPORT_DEFAULTS.records_max_age
     """A number and a unit, Y M D h m or s (RabbitMQ's `x-max-age`)."""
-    max_bytes: int = _DEFAULTS.records_max_bytes
+    max_bytes: int = TRANSPORT_DEFAULTS.records_max_bytes
 
     @classmethod
     def from_settings(cls, settings: TransportSettings) -> Retention:
