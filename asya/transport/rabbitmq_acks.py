@@ -90,8 +90,8 @@ class ChannelAcks:
         self._waiting += 1
         if self._window_s <= 0 or self._waiting >= self._hold:
             self._send_soon()
-        elif self._window is None:
-            self._window = asyncio.get_running_loop().call_later(self._window_s, self._send_soon)
+        else:
+            self._open_window()
 
     @property
     def unsettled(self) -> int:
@@ -105,11 +105,19 @@ class ChannelAcks:
         if self._waiting:
             self._send_soon()
 
-    def _send_soon(self) -> None:
-        """Send the acks waiting at the end of this loop iteration."""
+    def _open_window(self) -> None:
+        """Send the acks waiting once the window ends (it is open already: nothing changes)."""
+        if self._window is None:
+            self._window = asyncio.get_running_loop().call_later(self._window_s, self._send_soon)
+
+    def _close_window(self) -> None:
         if self._window is not None:
             self._window.cancel()
             self._window = None
+
+    def _send_soon(self) -> None:
+        """Send the acks waiting at the end of this loop iteration."""
+        self._close_window()
         if not self._scheduled:
             self._scheduled = True
             task = asyncio.get_running_loop().create_task(self._flush_soon())
@@ -122,9 +130,8 @@ class ChannelAcks:
             # Perhaps before it began: the next ack schedules a flush of its own, and the acks
             # waiting still have a window that ends.
             self._scheduled = False
-            if self._waiting and self._window is None:
-                loop = asyncio.get_running_loop()
-                self._window = loop.call_later(self._window_s, self._send_soon)
+            if self._waiting:
+                self._open_window()
 
     async def nack(self, tag: int) -> None:
         """Give `tag` back to the queue now, after the acks asked for before it.
@@ -187,7 +194,5 @@ class ChannelAcks:
         for tag in [t for t in self._unsettled if last is not None and t <= last] + singles:
             del self._unsettled[tag]
         self._waiting = 0  # every acked tag is taken: no window left to wait out
-        if self._window is not None:
-            self._window.cancel()
-            self._window = None
+        self._close_window()
         return first, last, singles
