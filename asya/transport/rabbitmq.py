@@ -130,6 +130,19 @@ def _properties() -> aiormq.spec.Basic.Properties:
     return aiormq.spec.Basic.Properties(delivery_mode=2, content_type="application/json")
 
 
+def _failed_by_a_close(exc: BaseException) -> bool:
+    """Whether `exc` is how aiormq fails a publish still waiting when it closes its connection
+    itself (a missed heartbeat, a reader that ended): the exception set on the awaited future is
+    `CancelledError`, or a bare `Exception`. The broker failed the publish, as with a lost
+    connection; a cancellation of the publishing task itself is not that."""
+    if type(exc) is Exception:
+        return True
+    if isinstance(exc, asyncio.CancelledError):
+        task = asyncio.current_task()
+        return task is not None and task.cancelling() == 0
+    return False
+
+
 class RabbitMQTransport:
     """Transport over a RabbitMQ broker; see the module docstring."""
 
@@ -363,6 +376,10 @@ class RabbitMQTransport:
             raise TransportError(f"publish to '{actor}' was not confirmed: {exc}") from exc
         except ConnectionError as exc:
             raise TransportError(f"publish to '{actor}' failed: the connection is down") from exc
+        except BaseException as exc:
+            if not _failed_by_a_close(exc):
+                raise
+            raise TransportError(f"publish to '{actor}' failed: the connection closed") from exc
 
     async def park(self, body: bytes, *, reason: str) -> None:
         underlay = await self._publisher()
@@ -382,6 +399,10 @@ class RabbitMQTransport:
             ConnectionError,
         ) as exc:
             raise TransportError(f"cannot park a message: {exc}") from exc
+        except BaseException as exc:
+            if not _failed_by_a_close(exc):
+                raise
+            raise TransportError("cannot park a message: the connection closed") from exc
 
     def delay_queue_for(self, actor: str, delay_ms: int) -> str:
         """The queue a retry of `actor` waits `delay_ms` in: `{its queue}.retry-{ms}ms`."""
@@ -470,6 +491,10 @@ class RabbitMQTransport:
             TransportError,
         ) as exc:
             log.warning("reply not sent", extra={"reply_to": reply_to, "error": str(exc)})
+        except BaseException as exc:
+            if not _failed_by_a_close(exc):
+                raise
+            log.warning("reply not sent: the connection closed", extra={"reply_to": reply_to})
 
     async def delete_queues(self, actors: Iterable[str]) -> None:
         """Delete these actors' queues, their delay queues, the parking queue and the records.
