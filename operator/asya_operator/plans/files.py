@@ -183,7 +183,10 @@ def _check_names(crs: Crs, sources: dict[tuple[str, str, str], str]) -> None:
         def key(owner: NameOwner, namespace: str = namespace) -> tuple[str, str, str]:
             return (owner.kind, namespace, str(owner.metadata["name"]))
 
-        keepers = name_keepers(owners, order=lambda owner: crs.ages[key(owner)])
+        # Applied in document order, the keeper already runs when the later one is applied.
+        keepers = name_keepers(
+            owners, order=lambda owner: crs.ages[key(owner)], runs=lambda _: True
+        )
         for owner in sorted(owners, key=lambda owner: crs.ages[key(owner)]):
             refusals = names_taken(owner, namespace, keepers)
             if refusals:

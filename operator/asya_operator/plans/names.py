@@ -48,6 +48,9 @@ class Claim:
     """The object's name."""
     member: str | None = None
     """The group's member that runs as the name (None: an AsyncActor)."""
+    running: bool = dataclasses.field(default=True, compare=False)
+    """Of a keeper (`name_keepers`): whether it keeps the name because it runs as it now
+    (False: because it was created first). Not part of the claim's identity."""
 
     def described(self, namespace: str) -> str:
         """`AsyncActor ns/a-b-c`, `ActorGroup ns/a (its member b-c)`."""
@@ -92,16 +95,20 @@ def runs_as_its_names(owner: NameOwner) -> bool:
 
 
 def name_keepers(
-    owners: Iterable[NameOwner], *, order: Callable[[NameOwner], Any] = creation_order
+    owners: Iterable[NameOwner],
+    *,
+    order: Callable[[NameOwner], Any] = creation_order,
+    runs: Callable[[NameOwner], bool] = runs_as_its_names,
 ) -> dict[str, Claim]:
     """Actor name -> the claim that keeps it, among `owners` (one namespace's, those being
     deleted included). Taken oldest first by `order`: an object one of whose names is kept
-    already keeps none."""
+    already keeps none. `runs` says whether a keeper runs as its names now (`Claim.running`)."""
     kept: dict[str, Claim] = {}
     for owner in sorted(owners, key=order):
         mine = claims(owner)
         if not any(actor in kept for actor in mine):
-            kept.update(mine)
+            running = runs(owner)
+            kept.update({a: dataclasses.replace(c, running=running) for a, c in mine.items()})
     return kept
 
 
@@ -113,7 +120,9 @@ def names_taken(owner: NameOwner, namespace: str, keepers: Mapping[str, Claim]) 
         keeper = keepers.get(actor)
         if keeper is None or keeper == claim:
             continue
-        other = f"{keeper.described(namespace)} already runs as, created first"
+        # Why the keeper has it: a running object keeps its names whatever its age.
+        runs = "already runs as" if keeper.running else "runs as, created first"
+        other = f"{keeper.described(namespace)} {runs}"
         fix = f"delete {keeper.kind} {keeper.name}"
         if claim.member is None:
             message = f"actor {actor} is what {other}: rename AsyncActor {actor}, or {fix}"
