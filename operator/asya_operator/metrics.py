@@ -71,7 +71,8 @@ POOL_BORROWED: Final = Gauge(
 )
 POOL_LENT: Final = Gauge(
     "asya_operator_pool_lent",
-    "The part of a pool's unused nominal quota that borrowing pools of its cohort use.",
+    "The part of a pool's unused nominal quota that other members of its cohort (pools, cohorts"
+    " below it) use.",
     _POOL_RESOURCE,
     registry=REGISTRY,
 )

@@ -141,6 +141,7 @@ NEEDED = (
         ("asya.sh", "resourcepools", "watch"),
         ("asya.sh", "cohorts", "list"),
         ("asya.sh", "cohorts", "watch"),
+        ("asya.sh", "cohorts/status", "patch"),
         ("", "namespaces", "get"),
         ("", "namespaces", "list"),
         ("", "namespaces", "watch"),

@@ -6,7 +6,8 @@ What runs is counted from the objects themselves, not from statuses: a Deploymen
 StatefulSet asks `spec.replicas` times its runtime container's request (the limit where no request
 is set, as the API server defaults it) of each resource a pool has quota for. A workload counts
 in its pool's cohort (the root of the cohort tree), or in its pool alone without one, and the
-cohort's quota is the sum of its pools' nominal quotas over every flavor. An object counts in
+cohort's quota is the sum of its pools' nominal quotas and its cohorts' own, over every
+flavor. An object counts in
 the pool its owner named when the object was last written (its owner may since have moved or
 gone: its pods run where they were admitted until the operator writes the object again).
 
@@ -101,6 +102,10 @@ class QuotaWatch:
         cohort = None if pool is None else pool["spec"].get("cohort")
         if cohort is None:
             return f"pool/{pool_name}"
+        return self._root(cohort)
+
+    def _root(self, cohort: str) -> Scope:
+        """The root of the cohort tree `cohort` is in."""
         seen = {cohort}
         while True:
             parent = (self.cluster.current(COHORTS, None, cohort) or {}).get("spec", {})
@@ -115,6 +120,11 @@ class QuotaWatch:
         for pool in self.cluster.stored(POOLS):
             scope = self._scope(pool["metadata"]["name"])
             for flavor in pool["spec"].get("quotas") or ():
+                for resource in flavor["resources"]:
+                    quota[scope, resource["name"]] += parse_quantity(resource["nominal"])
+        for cohort in self.cluster.stored(COHORTS):  # quota a cohort owns, lent to its tree
+            scope = self._root(cohort["metadata"]["name"])
+            for flavor in cohort.get("spec", {}).get("quotas") or ():
                 for resource in flavor["resources"]:
                     quota[scope, resource["name"]] += parse_quantity(resource["nominal"])
         return quota

@@ -114,6 +114,49 @@ async def test_an_elastic_actor_runs_what_its_pool_admits_and_no_more(
     assert condition_of(actor, "Admitted")["status"] == "True"
 
 
+COHORTS = f"{GROUP}/{VERSION}/cohorts"
+
+
+async def test_cohorts_show_what_their_subtree_uses_and_borrows(
+    world, broker_secret, operator, queues, quota
+):
+    create, _patch = quota
+    gpus = {"flavor": "gpu", "resources": [{"name": "nvidia.com/gpu", "nominal": 2}]}
+    await create("cohorts", {"metadata": {"name": "org"}, "spec": {"quotas": [gpus]}})
+    await create("cohorts", {"metadata": {"name": "eng"}, "spec": {"parent": "org"}})
+    await create("resourcepools", pool_body(1, cohort="eng"))
+    await world.create_actor(gpu_actor("text", replicas=3))
+
+    await admitted_become(world, "text", 3)
+
+    def usage_of(cohort: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+        return ((cohort or {}).get("status") or {}).get("flavorsUsage")
+
+    async def cohort_uses(name: str, used: str) -> list[dict[str, Any]] | None:
+        async with asyncio.timeout(WAIT_S):
+            cohort = await world.cluster.wait_for(
+                COHORTS,
+                None,
+                name,
+                lambda c: (usage_of(c) or [{}])[0].get("resources", [{}])[0].get("usage") == used,
+            )
+        return usage_of(cohort)
+
+    # eng's subtree (team-a) has 1 GPU and uses 3: it borrows 2 from org, which owns them.
+    assert await cohort_uses("eng", "3") == [
+        {
+            "flavor": "gpu",
+            "resources": [{"name": "nvidia.com/gpu", "usage": "3", "borrowed": "2", "lent": "0"}],
+        }
+    ]
+    assert await cohort_uses("org", "3") == [
+        {
+            "flavor": "gpu",
+            "resources": [{"name": "nvidia.com/gpu", "usage": "3", "borrowed": "0", "lent": "0"}],
+        }
+    ]
+
+
 async def test_a_higher_priority_actor_preempts_a_lower_ones_replicas_and_gives_them_back(
     world, broker_secret, operator, queues, quota
 ):

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from asya_operator.plans.admission import admit
-from asya_operator.plans.pool_status import plan_pool_statuses
+from asya_operator.plans.pool_status import plan_pool_statuses, pool_usage
 
 from tests.operator.test_admission_pass import actor, pool
 
 
 def statuses(pools, actors):
-    return plan_pool_statuses(pools, actors, (), admit(pools, (), {}, actors))
+    return plan_pool_statuses(pools, pool_usage(pools, actors, (), admit(pools, (), {}, actors)))
 
 
 def resources(status, flavor="h100"):

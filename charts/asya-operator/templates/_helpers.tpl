@@ -49,9 +49,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - apiGroups: ["asya.sh"]
   resources: ["resourcepools", "cohorts"]
   verbs: ["list", "watch"]
-# A pool's usage, borrowed and lent quota, written after each pass.
+# A pool's and a cohort's usage, borrowed and lent quota, written after each pass.
 - apiGroups: ["asya.sh"]
-  resources: ["resourcepools/status"]
+  resources: ["resourcepools/status", "cohorts/status"]
   verbs: ["patch"]
 # kopf discovers the resources it serves, and namespaces (a pool's namespaceSelector
 # matches a namespace's labels, as does its asya.sh/default-pool label; kopf lists

@@ -38,8 +38,6 @@ _WRITTEN_PER_WORKLOAD: Final = (
     " Written by the operator after each admission pass; a workload is one replica of an"
     " AsyncActor or one gang instance of an ActorGroup."
 )
-WRITTEN_BY_THE_OPERATOR: Final = " Written by the operator (not yet: a later controller does)."
-"""Said of every status field no controller writes yet."""
 
 _POOL: Final = {f.name: f.default for f in msgspec.structs.fields(Pool)}
 
@@ -221,7 +219,12 @@ class CohortStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
     flavors_usage: Annotated[
         Annotated[list[FlavorUsage], msgspec.Meta(extra_json_schema=_LIST_MAP_BY_FLAVOR)] | None,
-        doc("Usage of the cohort's subtree per flavor and resource." + WRITTEN_BY_THE_OPERATOR),
+        doc(
+            "Usage of the cohort's subtree (its pools' and cohorts' below it) per flavor and"
+            " resource: usage, borrowed from its parent above the subtree's nominal quota, and"
+            " lent to its parent's other members. Written by the operator after each admission"
+            " pass."
+        ),
     ] = None
 
 

@@ -202,7 +202,7 @@ def _run(
     except AdmissionError as exc:
         return _held_only(actors, groups, str(exc))
     result = simulate(scenario)
-    lent = quota.lent(pools, _usage(result, scenario))
+    lent = quota.lent(pools, _usage(result, scenario), cohorts)
     return _read(result, actors, groups, origins, lent)
 
 

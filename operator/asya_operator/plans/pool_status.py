@@ -4,9 +4,11 @@ Pure: the pools, the pooled actors and what the pass decided in; one `status` pe
 - usage: what the admitted replicas of the pool's actors and the admitted instances of its
   ActorGroups request, per flavor and resource;
 - borrowed: the part of usage above the pool's nominal quota (taken from its cohort);
-- lent: the part of the pool's unused nominal quota that the cohort's borrowing pools are
-  using. When several pools of a cohort have unused quota, what is borrowed is counted against
-  them in the cohort's pool order (the engine does not say whose unused quota it used).
+- lent: the part of the pool's unused nominal quota that the other members of its cohort
+  (pools, and cohorts below it) use above their own. What they use above their own is counted
+  first against the quota the Cohort object owns, then against its members' unused quota in
+  the cohort's order, pools first (the engine does not say whose unused quota it used;
+  `quota.Lending`).
 - admittedWorkloads / pendingWorkloads: workloads holding quota / waiting for it, a workload
   being an actor's replica or a gang instance;
 - the `Active` condition, as Kueue's ClusterQueue has it: True (reason Ready) when the pool's
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
@@ -50,13 +53,25 @@ _Usage = dict[tuple[str, str], int]
 """(flavor, resource) -> milli-units."""
 
 
-def plan_pool_statuses(
+@dataclass(frozen=True)
+class PoolUsage:
+    """What a pass admitted, per pool (by name)."""
+
+    usage: dict[str, _Usage]
+    """What the admitted workloads request, per flavor and resource."""
+    admitted: dict[str, int]
+    """Workloads holding quota."""
+    pending: dict[str, int]
+    """Workloads waiting for it."""
+
+
+def pool_usage(
     pools: Sequence[ResourcePool],
     actors: Sequence[PooledActor],
     groups: Sequence[PooledGroup],
     decided: Decisions,
-) -> dict[str, dict[str, Any]]:
-    """The `status` of each pool (by name) after a pass that decided `decided`."""
+) -> PoolUsage:
+    """What the pass that decided `decided` admitted in each of `pools`."""
     usage: dict[str, _Usage] = {_name(p): defaultdict(int) for p in pools}
     admitted: dict[str, int] = defaultdict(int)
     pending: dict[str, int] = defaultdict(int)
@@ -83,12 +98,21 @@ def plan_pool_statuses(
             for member, (flavor, count) in instance.members.items():
                 for resource, per_replica in requests.get(member, {}).items():
                     usage[group.pool][str(flavor), resource] += per_replica * count
-    lent = quota_lent(pools, usage)
+    return PoolUsage(usage, admitted, pending)
+
+
+def plan_pool_statuses(
+    pools: Sequence[ResourcePool], used: PoolUsage, cohorts: Sequence[Cohort] = ()
+) -> dict[str, dict[str, Any]]:
+    """The `status` of each pool (by name) after a pass that admitted `used` (`pool_usage`);
+    `cohorts`: the Cohort objects (the quota they own is lent before the pools' unused
+    quota)."""
+    lent = quota_lent(pools, used.usage, cohorts)
     return {
         _name(pool): {
-            "flavorsUsage": _flavors_usage(pool, usage[_name(pool)], lent[_name(pool)]),
-            "admittedWorkloads": admitted[_name(pool)],
-            "pendingWorkloads": pending[_name(pool)],
+            "flavorsUsage": _flavors_usage(pool, used.usage[_name(pool)], lent[_name(pool)]),
+            "admittedWorkloads": used.admitted[_name(pool)],
+            "pendingWorkloads": used.pending[_name(pool)],
         }
         for pool in pools
     }

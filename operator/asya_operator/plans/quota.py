@@ -12,6 +12,7 @@ waiting actors' messages both tell.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from asya.admission import model
@@ -118,39 +119,103 @@ Usage = dict[tuple[str, str], int]
 """(flavor, resource) -> milli-units."""
 
 
-def nominal(pool: ResourcePool) -> Usage:
-    """The pool's nominal quota per flavor and resource."""
+def nominal(node: ResourcePool | Cohort) -> Usage:
+    """The nominal quota a pool, or a cohort itself (not its members), has per flavor and
+    resource."""
     return {
         (flavor.flavor, quota.name): parse_quantity(quota.nominal)
-        for flavor in pool.spec.quotas or ()
+        for flavor in node.spec.quotas or ()
         for quota in flavor.resources
     }
 
 
-def lent(
-    pools: Sequence[ResourcePool], usage: Mapping[str, Mapping[tuple[str, str], int]]
-) -> dict[str, Usage]:
-    """Each pool's (by name) unused nominal quota that pools of its cohort use, given what each
-    pool's admitted workloads use (`usage`): what those pools use above their nominal quota,
-    counted against the lenders in the cohort's pool order (the engine does not say whose
-    unused quota a borrower uses)."""
-    given: dict[str, Usage] = {str(p.metadata["name"]): {} for p in pools}
-    cohorts: dict[str, list[ResourcePool]] = {}
+Member = tuple[str, str]
+"""A member of a cohort: ("pool", its name) or ("cohort", its name)."""
+
+
+@dataclass(frozen=True)
+class Lending:
+    """Who lends what through the cohort tree, given what each pool's admitted workloads use.
+
+    Per member (a pool, or a cohort with its whole subtree), by flavor and resource:
+    - `nominal`: a pool's nominal quota; a cohort's own with every member's below it;
+    - `used`: a pool's usage; the total of the pools below a cohort;
+    - `lent`: the part of its unused nominal quota that other members of its cohort use above
+      their own. What they use above their own is taken first from the quota the cohort owns,
+      then from its members' unused quota in the cohort's order: its pools in the order given,
+      then its cohorts (the engine does not say whose unused quota a borrower uses). A root
+      cohort lends nothing: it has no cohort.
+    """
+
+    nominal: dict[Member, Usage]
+    used: dict[Member, Usage]
+    lent: dict[Member, Usage]
+
+
+def lending(
+    pools: Sequence[ResourcePool],
+    usage: Mapping[str, Mapping[tuple[str, str], int]],
+    cohorts: Sequence[Cohort] = (),
+) -> Lending:
+    """See `Lending`. `usage`: each pool's (by name). `cohorts`: the Cohort objects (a cohort
+    that pools name needs none; one in a loop of parents has no subtree and lends nothing)."""
+    own = {str(c.metadata["name"]): nominal(c) for c in cohorts}
+    members: dict[str, list[Member]] = {}
     for pool in pools:
         if pool.spec.cohort is not None:
-            cohorts.setdefault(pool.spec.cohort, []).append(pool)
-    for members in cohorts.values():
+            members.setdefault(pool.spec.cohort, []).append(("pool", str(pool.metadata["name"])))
+    for cohort in cohorts:
+        if cohort.spec.parent is not None:
+            members.setdefault(cohort.spec.parent, []).append(("cohort", cohort.metadata["name"]))
+    found = Lending(nominal={}, used={}, lent={})
+    for pool in pools:
+        name = str(pool.metadata["name"])
+        found.nominal["pool", name] = nominal(pool)
+        found.used["pool", name] = dict(usage.get(name, {}))
+
+    def subtree(name: str, seen: frozenset[str]) -> None:
+        found.nominal["cohort", name], found.used["cohort", name] = dict(own.get(name, {})), {}
+        for kind, member in members.get(name, ()):
+            if kind == "cohort":
+                if member in seen:
+                    continue  # a loop of parents: the operator reports it, admission stops
+                subtree(member, seen | {member})
+            for key, value in found.nominal[kind, member].items():
+                found.nominal["cohort", name][key] = (
+                    found.nominal["cohort", name].get(key, 0) + value
+                )
+            for key, value in found.used[kind, member].items():
+                found.used["cohort", name][key] = found.used["cohort", name].get(key, 0) + value
+
+    for name in {*members, *own}:
+        if ("cohort", name) not in found.nominal:
+            subtree(name, frozenset({name}))
+    for member in found.nominal:
+        found.lent[member] = {}
+    for name, inside in members.items():
         wanted: Usage = {}
-        for pool in members:
-            own, used = nominal(pool), usage.get(str(pool.metadata["name"]), {})
+        for member in inside:
+            used, quota = found.used[member], found.nominal[member]
             for key, value in used.items():
-                wanted[key] = wanted.get(key, 0) + max(0, value - own.get(key, 0))
-        for pool in members:
-            name = str(pool.metadata["name"])
-            used = usage.get(name, {})
-            for key, own_value in nominal(pool).items():
-                lends = min(max(0, own_value - used.get(key, 0)), wanted.get(key, 0))
+                wanted[key] = wanted.get(key, 0) + max(0, value - quota.get(key, 0))
+        for key, value in own.get(name, {}).items():
+            wanted[key] = max(0, wanted.get(key, 0) - value)
+        for member in sorted(inside, key=lambda m: m[0] == "cohort"):  # pools first, in order
+            used = found.used[member]
+            for key, value in found.nominal[member].items():
+                lends = min(max(0, value - used.get(key, 0)), wanted.get(key, 0))
                 if lends:
-                    given[name][key] = lends
+                    found.lent[member][key] = lends
                     wanted[key] -= lends
-    return given
+    return found
+
+
+def lent(
+    pools: Sequence[ResourcePool],
+    usage: Mapping[str, Mapping[tuple[str, str], int]],
+    cohorts: Sequence[Cohort] = (),
+) -> dict[str, Usage]:
+    """Each pool's (by name) unused nominal quota that other members of its cohort use
+    (`Lending.lent`)."""
+    found = lending(pools, usage, cohorts)
+    return {str(p.metadata["name"]): found.lent["pool", str(p.metadata["name"])] for p in pools}

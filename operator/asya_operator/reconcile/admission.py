@@ -55,7 +55,7 @@ from asya_operator.api.group import (
     known_instances,
 )
 from asya_operator.api.metadata import actor_name
-from asya_operator.api.pool import ResourcePool
+from asya_operator.api.pool import Cohort, ResourcePool
 from asya_operator.config import GangScheduler, OperatorConfig
 from asya_operator.kube import GANG_KEYS, AdmissionWorld, ApplyRefusedError, Kube, MemberPods
 from asya_operator.plans import instances, kueue
@@ -69,6 +69,7 @@ from asya_operator.plans.actor_status import (
     status_seen_since,
 )
 from asya_operator.plans.admission import admit
+from asya_operator.plans.cohort_status import plan_cohort_statuses
 from asya_operator.plans.conditions import newly_true
 from asya_operator.plans.gangs import gang_scheduler
 from asya_operator.plans.group_objects import plan_group, service_name
@@ -84,6 +85,7 @@ from asya_operator.plans.pool_status import (
     find_pool_problems,
     plan_pool_status,
     plan_pool_statuses,
+    pool_usage,
 )
 from asya_operator.plans.pools import with_effective_pool
 from asya_operator.plans.scaling import admitted_replicas, desired_replicas
@@ -383,8 +385,10 @@ class AdmissionLoop:
         decided: Decisions,
         now: float,
     ) -> dict[str, ResourceFlavor]:
-        """Write each pool's status; the flavors its quotas name that exist."""
-        planned = plan_pool_statuses(world.pools, pooled, groups, decided)
+        """Write each pool's and each Cohort's status; the flavors the pools' quotas name that
+        exist."""
+        used = pool_usage(world.pools, pooled, groups, decided)
+        planned = plan_pool_statuses(world.pools, used, world.cohorts)
         metrics.record_pools(planned)
         named = {q.flavor for pool in world.pools for q in pool.spec.quotas or ()}
         flavors = await self._kube.read_flavors(named)
@@ -395,6 +399,11 @@ class AdmissionLoop:
             patch = plan_pool_status(pool, planned[name], problems, now=at)
             if patch.changed(pool.status):
                 await self._kube.patch_status(ResourcePool, None, name, patch)
+        cohorts = {str(c.metadata["name"]): c for c in world.cohorts}
+        planned_cohorts = plan_cohort_statuses(world.cohorts, world.pools, used.usage)
+        for name, cohort_patch in planned_cohorts.items():
+            if cohort_patch.changed(cohorts[name].status):
+                await self._kube.patch_status(Cohort, None, name, cohort_patch)
         return flavors
 
     async def _stop_leaving(self, leaving: Sequence[tuple[str, str, str]]) -> None:

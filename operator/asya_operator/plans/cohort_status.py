@@ -1,0 +1,66 @@
+"""A Cohort's status from an admission pass: usage, borrowed and lent per flavor.
+
+Pure: the pools, the cohorts and what the pass admitted in each pool in; one `status` per
+Cohort object out (a cohort that pools only name has no object to hold one). Per flavor and
+resource of the cohort's subtree (its own quota, and its pools' and cohorts' below it):
+- usage: what the admitted workloads of every pool below it request;
+- borrowed: the part of that usage above the subtree's nominal quota, taken from the cohort's
+  parent (a root cohort borrows only if quota shrank under running work);
+- lent: the part of the subtree's unused nominal quota that the other members of its parent
+  cohort use (`quota.Lending`; a root cohort lends nothing).
+Not written while the Cohorts cannot be read (a loop in their parents): the pools' Active
+condition says why, and no admission runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+import msgspec
+
+from asya.admission import model
+from asya.admission.quantity import format_quantity
+from asya.errors import AdmissionError
+from asya_operator.api.pool import Cohort, CohortStatus, ResourcePool
+from asya_operator.plans.quota import Lending, Usage, cohort_of, lending
+from asya_operator.plans.statuses import StatusPatch
+
+_PASS_OWNS: Final = ("flavors_usage",)
+"""What an admission pass writes of a cohort's status: all of it."""
+
+
+def plan_cohort_statuses(
+    cohorts: Sequence[Cohort],
+    pools: Sequence[ResourcePool],
+    usage: Mapping[str, Mapping[tuple[str, str], int]],
+) -> dict[str, StatusPatch[CohortStatus]]:
+    """The status of each of `cohorts` (by name) after a pass whose admitted workloads use
+    `usage` in each pool (by name, `pool_status.pool_usage`); none while the cohorts cannot be
+    read."""
+    try:
+        model.build_scenario(cohorts=[cohort_of(c) for c in cohorts])
+    except AdmissionError:
+        return {}
+    found = lending(pools, usage, cohorts)
+    return {str(c.metadata["name"]): _status(found, str(c.metadata["name"])) for c in cohorts}
+
+
+def _status(found: Lending, name: str) -> StatusPatch[CohortStatus]:
+    member = ("cohort", name)
+    quota, used, lent = found.nominal[member], found.used[member], found.lent[member]
+    borrowed: Usage = {k: max(0, v - quota.get(k, 0)) for k, v in used.items()}
+    by_flavor: dict[str, list[dict[str, str]]] = {}
+    for flavor, resource in [*quota, *(k for k in used if k not in quota)]:
+        key = (flavor, resource)
+        by_flavor.setdefault(flavor, []).append(
+            {
+                "name": resource,
+                "usage": format_quantity(used.get(key, 0)),
+                "borrowed": format_quantity(borrowed.get(key, 0)),
+                "lent": format_quantity(lent.get(key, 0)),
+            }
+        )
+    rows = [{"flavor": f, "resources": r} for f, r in by_flavor.items()]
+    status = msgspec.convert({"flavorsUsage": rows}, CohortStatus)
+    return StatusPatch.of(status, _PASS_OWNS)
