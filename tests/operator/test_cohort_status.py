@@ -10,6 +10,7 @@ from asya_operator.api.pool import Cohort
 from asya_operator.plans.admission import admit
 from asya_operator.plans.cohort_status import plan_cohort_statuses
 from asya_operator.plans.pool_status import plan_pool_statuses, pool_usage
+from asya_operator.plans.quota import lent
 
 from tests.operator.test_admission_pass import actor, pool
 
@@ -116,3 +117,51 @@ def test_cohorts_in_a_loop_of_parents_get_no_status():
     used = pool_usage(pools, actors, (), admit(pools, cohorts, {}, actors))
 
     assert plan_cohort_statuses(cohorts, pools, used.usage) == {}
+
+
+def test_a_pool_lends_no_more_than_its_lending_limit():
+    pools = [
+        pool("team-a", cohort="eng", h100={"nvidia_com_gpu": 0}),
+        pool("team-b", cohort="eng", h100={"nvidia_com_gpu": {"nominal": 10, "lendingLimit": 2}}),
+        pool("team-c", cohort="eng", h100={"nvidia_com_gpu": 10}),
+    ]
+    actors = [actor("embed", "team-a", desired=8)]
+
+    found_pools, _cohorts = passed(pools, [cohort("eng")], actors)
+
+    assert found_pools["team-a"] == {GPU: ("8", "8", "0")}
+    assert found_pools["team-b"] == {GPU: ("0", "0", "2")}
+    assert found_pools["team-c"] == {GPU: ("0", "0", "6")}
+
+
+def test_quota_a_lending_limit_keeps_is_not_lent_and_the_cohort_borrows_instead():
+    # keep's 10 stay with keep (lendingLimit 0): team-b's 5 come from ops, through org.
+    pools = [
+        pool("keep", cohort="eng", h100={"nvidia_com_gpu": {"nominal": 10, "lendingLimit": 0}}),
+        pool("team-b", cohort="eng", h100={"nvidia_com_gpu": 0}),
+        pool("ops", cohort="org", h100={"nvidia_com_gpu": 5}),
+    ]
+    cohorts = [cohort("eng", parent="org"), cohort("org")]
+    actors = [actor("embed", "team-b", desired=5)]
+
+    found_pools, found_cohorts = passed(pools, cohorts, actors)
+
+    assert found_pools == {
+        "keep": {GPU: ("0", "0", "0")},
+        "team-b": {GPU: ("5", "5", "0")},
+        "ops": {GPU: ("0", "0", "5")},
+    }
+    assert found_cohorts == {"eng": {GPU: ("5", "5", "0")}, "org": {GPU: ("5", "0", "0")}}
+
+
+def test_pools_lend_within_their_cohort_when_the_cohorts_cannot_be_read():
+    cohorts = [cohort("a", parent="b"), cohort("b", parent="a")]
+    pools = [
+        pool("team-a", cohort="a", h100={"nvidia_com_gpu": 1}),
+        pool("team-b", cohort="a", h100={"nvidia_com_gpu": 2}),
+    ]
+    usage = {"team-a": {GPU: 3000}}
+
+    assert (
+        lent(pools, usage, cohorts) == lent(pools, usage) == {"team-a": {}, "team-b": {GPU: 2000}}
+    )

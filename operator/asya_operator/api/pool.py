@@ -11,8 +11,8 @@ Defaults are the engine's, read from `asya.admission.model`, never retyped.
 wire.
 
 The controller's admission pass (`asya_operator.reconcile.admission`) admits AsyncActors' replicas
-and ActorGroups' gang instances by them and writes each pool's status; `asya-operator plan`
-runs the same engine on them offline. A Cohort's status is not written yet (its field says so).
+and ActorGroups' gang instances by them and writes each pool's and each Cohort's status;
+`asya-operator plan` runs the same engine on them offline.
 """
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ class CohortStatus(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         Annotated[list[FlavorUsage], msgspec.Meta(extra_json_schema=_LIST_MAP_BY_FLAVOR)] | None,
         doc(
             "Usage of the cohort's subtree (its pools' and cohorts' below it) per flavor and"
-            " resource: usage, borrowed from its parent above the subtree's nominal quota, and"
+            " resource: usage, borrowed from its parent (beyond what the subtree has there), and"
             " lent to its parent's other members. Written by the operator after each admission"
             " pass."
         ),

@@ -4,8 +4,8 @@ Pure: the pools, the cohorts and what the pass admitted in each pool in; one `st
 Cohort object out (a cohort that pools only name has no object to hold one). Per flavor and
 resource of the cohort's subtree (its own quota, and its pools' and cohorts' below it):
 - usage: what the admitted workloads of every pool below it request;
-- borrowed: the part of that usage above the subtree's nominal quota, taken from the cohort's
-  parent (a root cohort borrows only if quota shrank under running work);
+- borrowed: what the subtree takes from the cohort's parent above what it has there
+  (`quota.Lending`; a root cohort borrows only if quota shrank under running work);
 - lent: the part of the subtree's unused nominal quota that the other members of its parent
   cohort use (`quota.Lending`; a root cohort lends nothing).
 Not written while the Cohorts cannot be read (a loop in their parents): the pools' Active
@@ -23,7 +23,7 @@ from asya.admission import model
 from asya.admission.quantity import format_quantity
 from asya.errors import AdmissionError
 from asya_operator.api.pool import Cohort, CohortStatus, ResourcePool
-from asya_operator.plans.quota import Lending, Usage, cohort_of, lending
+from asya_operator.plans.quota import Lending, cohort_of, lending
 from asya_operator.plans.statuses import StatusPatch
 
 _PASS_OWNS: Final = ("flavors_usage",)
@@ -48,8 +48,8 @@ def plan_cohort_statuses(
 
 def _status(found: Lending, name: str) -> StatusPatch[CohortStatus]:
     member = ("cohort", name)
-    quota, used, lent = found.nominal[member], found.used[member], found.lent[member]
-    borrowed: Usage = {k: max(0, v - quota.get(k, 0)) for k, v in used.items()}
+    quota, used = found.nominal[member], found.used[member]
+    borrowed, lent = found.borrowed[member], found.lent[member]
     by_flavor: dict[str, list[dict[str, str]]] = {}
     for flavor, resource in [*quota, *(k for k in used if k not in quota)]:
         key = (flavor, resource)

@@ -11,12 +11,14 @@ waiting actors' messages both tell.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from asya.admission import model
 from asya.admission.quantity import Milli, parse_quantity
+from asya.admission.tree import Node, QuotaTree
+from asya.errors import AdmissionError
 from asya_operator.api.pool import Cohort, NamespaceSelector, ResourcePool
 from asya_operator.api.template import ActorResources
 
@@ -135,20 +137,26 @@ Member = tuple[str, str]
 
 @dataclass(frozen=True)
 class Lending:
-    """Who lends what through the cohort tree, given what each pool's admitted workloads use.
+    """Who lends what through the cohort tree, given what each pool's admitted workloads use,
+    by the engine's arithmetic (`asya.admission.tree`: a lending limit keeps the rest of a
+    member's quota for its own subtree).
 
     Per member (a pool, or a cohort with its whole subtree), by flavor and resource:
     - `nominal`: a pool's nominal quota; a cohort's own with every member's below it;
     - `used`: a pool's usage; the total of the pools below a cohort;
-    - `lent`: the part of its unused nominal quota that other members of its cohort use above
-      their own. What they use above their own is taken first from the quota the cohort owns,
-      then from its members' unused quota in the cohort's order: its pools in the order given,
-      then its cohorts (the engine does not say whose unused quota a borrower uses). A root
-      cohort lends nothing: it has no cohort.
+    - `borrowed`: what it takes from its cohort above what it has there (its quota less what
+      a lending limit keeps out of the cohort's reach); for a root cohort, what its subtree
+      uses above its quota (only after quota shrank under running work);
+    - `lent`: the part of what it has in its cohort, unused, that other members of the cohort
+      take. What they take is counted first against the quota the Cohort object owns, then
+      against its members' unused quota in the cohort's order: its pools in the order given,
+      then its cohorts by name (the engine does not say whose unused quota a borrower uses).
+      A root cohort lends nothing: it has no cohort.
     """
 
     nominal: dict[Member, Usage]
     used: dict[Member, Usage]
+    borrowed: dict[Member, Usage]
     lent: dict[Member, Usage]
 
 
@@ -158,56 +166,76 @@ def lending(
     cohorts: Sequence[Cohort] = (),
 ) -> Lending:
     """See `Lending`. `usage`: each pool's (by name). `cohorts`: the Cohort objects (a cohort
-    that pools name needs none; one in a loop of parents has no subtree and lends nothing)."""
-    own = {str(c.metadata["name"]): nominal(c) for c in cohorts}
-    members: dict[str, list[Member]] = {}
-    for pool in pools:
-        if pool.spec.cohort is not None:
-            members.setdefault(pool.spec.cohort, []).append(("pool", str(pool.metadata["name"])))
-    for cohort in cohorts:
-        if cohort.spec.parent is not None:
-            members.setdefault(cohort.spec.parent, []).append(("cohort", cohort.metadata["name"]))
-    found = Lending(nominal={}, used={}, lent={})
-    for pool in pools:
-        name = str(pool.metadata["name"])
-        found.nominal["pool", name] = nominal(pool)
-        found.used["pool", name] = dict(usage.get(name, {}))
-
-    def subtree(name: str, seen: frozenset[str]) -> None:
-        found.nominal["cohort", name], found.used["cohort", name] = dict(own.get(name, {})), {}
-        for kind, member in members.get(name, ()):
-            if kind == "cohort":
-                if member in seen:
-                    continue  # a loop of parents: the operator reports it, admission stops
-                subtree(member, seen | {member})
-            for key, value in found.nominal[kind, member].items():
-                found.nominal["cohort", name][key] = (
-                    found.nominal["cohort", name].get(key, 0) + value
-                )
-            for key, value in found.used[kind, member].items():
-                found.used["cohort", name][key] = found.used["cohort", name].get(key, 0) + value
-
-    for name in {*members, *own}:
-        if ("cohort", name) not in found.nominal:
-            subtree(name, frozenset({name}))
-    for member in found.nominal:
-        found.lent[member] = {}
-    for name, inside in members.items():
+    that pools name needs none). Cohorts that cannot be read (a loop in their parents) are
+    left out: the pools lend within the cohorts they name, as if no Cohort object existed."""
+    try:
+        model.build_scenario(cohorts=[cohort_of(c) for c in cohorts])
+    except AdmissionError:
+        cohorts = ()
+    tree = QuotaTree([cohort_of(c) for c in cohorts], [pool_of(p, {}) for p in pools])
+    nodes: dict[Member, Node] = {("pool", name): node for name, node in tree.pools.items()}
+    nodes.update({("cohort", name): node for name, node in tree.cohorts.items()})
+    for name, node in tree.pools.items():
+        tree.add_usage(node, usage.get(name, {}))
+    members = {node: member for member, node in nodes.items()}
+    found = Lending(nominal={}, used={}, borrowed={}, lent={m: {} for m in nodes})
+    for member, node in nodes.items():
+        below = tree.subtree_pools(node)
+        found.nominal[member] = _total(
+            {key: quota.nominal for key, quota in n.quotas.items()} for n in _subtree(node)
+        )
+        found.used[member] = _total(usage.get(n.name, {}) for n in below)
+        found.borrowed[member] = {
+            key: excess
+            for key in node.subtree.keys() | node.usage.keys()
+            if (excess := _in_parent(node, key) - _stored_in_parent(node, key)) > 0
+        }
+    for parent in tree.cohorts.values():
+        inside = sorted(parent.children, key=lambda n: (not n.is_pool, "" if n.is_pool else n.name))
         wanted: Usage = {}
-        for member in inside:
-            used, quota = found.used[member], found.nominal[member]
-            for key, value in used.items():
-                wanted[key] = wanted.get(key, 0) + max(0, value - quota.get(key, 0))
-        for key, value in own.get(name, {}).items():
-            wanted[key] = max(0, wanted.get(key, 0) - value)
-        for member in sorted(inside, key=lambda m: m[0] == "cohort"):  # pools first, in order
-            used = found.used[member]
-            for key, value in found.nominal[member].items():
-                lends = min(max(0, value - used.get(key, 0)), wanted.get(key, 0))
+        for child in inside:
+            for key, value in found.borrowed[members[child]].items():
+                wanted[key] = wanted.get(key, 0) + value
+        for key, quota in parent.quotas.items():
+            wanted[key] = max(0, wanted.get(key, 0) - quota.nominal)
+        for child in inside:
+            for key in child.subtree:
+                spare = _stored_in_parent(child, key) - _in_parent(child, key)
+                lends = min(max(0, spare), wanted.get(key, 0))
                 if lends:
-                    found.lent[member][key] = lends
+                    found.lent[members[child]][key] = lends
                     wanted[key] -= lends
     return found
+
+
+def _subtree(node: Node) -> list[Node]:
+    found, stack = [], [node]
+    while stack:
+        top = stack.pop()
+        found.append(top)
+        stack.extend(top.children)
+    return found
+
+
+def _total(parts: Iterable[Mapping[tuple[str, str], int]]) -> Usage:
+    total: Usage = {}
+    for part in parts:
+        for key, value in part.items():
+            total[key] = total.get(key, 0) + value
+    return total
+
+
+def _stored_in_parent(node: Node, key: tuple[str, str]) -> int:
+    """What `node` has in its cohort: its quota less what a lending limit keeps for it (a root
+    cohort: all of its quota)."""
+    local = 0 if node.parent is None else node.local_quota(key)
+    return node.subtree.get(key, 0) - local
+
+
+def _in_parent(node: Node, key: tuple[str, str]) -> int:
+    """What `node`'s usage takes from its cohort (a root cohort: all of its usage)."""
+    local = 0 if node.parent is None else node.local_quota(key)
+    return max(0, node.usage.get(key, 0) - local)
 
 
 def lent(
