@@ -159,6 +159,21 @@ def test_a_refused_group_keeps_none_of_its_names():
     ]
 
 
+def test_a_younger_object_keeping_a_name_of_a_refused_group_is_not_said_to_be_created_first():
+    first, team = actor("a-b-c", created=EARLY), group("a", "b-c", "d", created=LATE)
+    last = actor("a-d", created=LATER)
+
+    refusals = group_problems(team, first, team, last)
+
+    assert [p.message for p in refusals] == [
+        "member b-c runs as actor a-b-c, which AsyncActor ml-b/a-b-c runs as, created first:"
+        " rename member b-c or ActorGroup a, or delete AsyncActor a-b-c",
+        "member d runs as actor a-d, which AsyncActor ml-b/a-d runs as, ActorGroup a being"
+        " refused another of its names: rename member d or ActorGroup a, or delete AsyncActor"
+        " a-d",
+    ]
+
+
 def test_a_queue_another_object_runs_as_is_not_the_leaving_ones_to_delete():
     keeper, refused = group("a", "b-c", created=EARLY), group("a-b", "c", "d", created=LATE)
 

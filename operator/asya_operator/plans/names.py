@@ -50,7 +50,11 @@ class Claim:
     """The group's member that runs as the name (None: an AsyncActor)."""
     running: bool = dataclasses.field(default=True, compare=False)
     """Of a keeper (`name_keepers`): whether it keeps the name because it runs as it now
-    (False: because it was created first). Not part of the claim's identity."""
+    (False: because it came first, or those before it were refused another name). Not part
+    of the claim's identity, nor is `passed_over`."""
+    passed_over: frozenset[tuple[str, str]] = dataclasses.field(default=frozenset(), compare=False)
+    """Of a keeper: the objects (kind, name) that came before it and claim one of its names,
+    refused for another of theirs: an object refused one name keeps none."""
 
     def described(self, namespace: str) -> str:
         """`AsyncActor ns/a-b-c`, `ActorGroup ns/a (its member b-c)`."""
@@ -104,11 +108,19 @@ def name_keepers(
     deleted included). Taken oldest first by `order`: an object one of whose names is kept
     already keeps none. `runs` says whether a keeper runs as its names now (`Claim.running`)."""
     kept: dict[str, Claim] = {}
+    refused: dict[str, set[tuple[str, str]]] = {}
+    """Actor name -> the objects that claimed it and were refused before anyone kept it."""
     for owner in sorted(owners, key=order):
         mine = claims(owner)
-        if not any(actor in kept for actor in mine):
-            running = runs(owner)
-            kept.update({a: dataclasses.replace(c, running=running) for a, c in mine.items()})
+        if any(actor in kept for actor in mine):
+            for actor in mine:
+                if actor not in kept:
+                    refused.setdefault(actor, set()).add((owner.kind, str(owner.metadata["name"])))
+            continue
+        running = runs(owner)
+        for actor, claim in mine.items():
+            passed = frozenset(refused.get(actor, ()))
+            kept[actor] = dataclasses.replace(claim, running=running, passed_over=passed)
     return kept
 
 
@@ -120,8 +132,14 @@ def names_taken(owner: NameOwner, namespace: str, keepers: Mapping[str, Claim]) 
         keeper = keepers.get(actor)
         if keeper is None or keeper == claim:
             continue
-        # Why the keeper has it: a running object keeps its names whatever its age.
-        runs = "already runs as" if keeper.running else "runs as, created first"
+        # Why the keeper has it: a running object keeps its names whatever its age; one that
+        # does not, because it came first or because `owner` was refused another name.
+        if keeper.running:
+            runs = "already runs as"
+        elif (claim.kind, claim.name) in keeper.passed_over:
+            runs = f"runs as, {claim.kind} {claim.name} being refused another of its names"
+        else:
+            runs = "runs as, created first"
         other = f"{keeper.described(namespace)} {runs}"
         fix = f"delete {keeper.kind} {keeper.name}"
         if claim.member is None:
