@@ -350,8 +350,8 @@ class RabbitMQTransport:
         # so the publishes of a burst of answers go together instead of one writer turn apart.
         # Each still waits for its confirm: what is held in memory is bounded, as before, by
         # the publishes in flight (the prefetch times the outputs per message).
-        underlay = await self._publisher()
         try:
+            underlay = await self._publisher()
             bucket_ms = delay_bucket_ms(delay_ms)
             if bucket_ms > 0:
                 exchange, key = "", await self._delay_queue(actor, bucket_ms)
@@ -382,10 +382,10 @@ class RabbitMQTransport:
             raise TransportError(f"publish to '{actor}' failed: the connection closed") from exc
 
     async def park(self, body: bytes, *, reason: str) -> None:
-        underlay = await self._publisher()
         properties = _properties()
         properties.headers = {"x-asya-parked-reason": reason[:1000]}
         try:
+            underlay = await self._publisher()
             await underlay.basic_publish(
                 body,
                 exchange="",

@@ -67,12 +67,20 @@ async def test_a_publish_failed_by_a_closing_connection_is_a_transport_error(sen
         await asyncio.gather(send(transport), failed_by_close(underlay, closed_with()))
 
 
-async def test_a_cancelled_publishing_task_stays_cancelled():
+REPLY_TO = reply_queue_name("default", "0" * 32)
+ALL_SENDS = {**SENDS, "publish_reply": lambda t: t.publish_reply(REPLY_TO, b"{}")}
+
+
+@pytest.mark.parametrize("send", ALL_SENDS.values(), ids=ALL_SENDS.keys())
+@pytest.mark.parametrize("closing_too", [False, True], ids=["alone", "as-the-connection-closes"])
+async def test_a_cancelled_publishing_task_stays_cancelled(send, closing_too):
     underlay = Underlay()
     transport = transport_on(underlay)
-    task = asyncio.create_task(transport.publish("next", b"{}"))
+    task = asyncio.create_task(send(transport))
     await underlay.sent.wait()
 
+    if closing_too:  # in the same loop step: the task's own cancellation wins
+        underlay.waiting[0].set_exception(asyncio.CancelledError())
     task.cancel()
 
     with pytest.raises(asyncio.CancelledError):
@@ -93,12 +101,25 @@ async def test_other_errors_are_not_taken_for_a_close():
 async def test_a_reply_failed_by_a_closing_connection_is_logged_not_raised(caplog):
     underlay = Underlay()
     transport = transport_on(underlay)
-    reply_to = reply_queue_name(transport.options.namespace, "0" * 32)
+    assert transport.options.namespace == "default"
 
     with caplog.at_level(logging.WARNING, logger="asya.transport.rabbitmq"):
         await asyncio.gather(
-            transport.publish_reply(reply_to, b"{}"),
+            transport.publish_reply(REPLY_TO, b"{}"),
             failed_by_close(underlay, asyncio.CancelledError()),
         )
 
     assert [r.getMessage() for r in caplog.records] == ["reply not sent: the connection closed"]
+
+
+@pytest.mark.parametrize("send", SENDS.values(), ids=SENDS.keys())
+async def test_a_channel_lost_to_a_closing_connection_while_reopened_is_a_transport_error(send):
+    transport = RabbitMQTransport("amqp://guest:guest@127.0.0.1:1/")
+
+    async def reopening() -> Underlay:
+        raise Exception  # as aiormq fails what waits on a connection it closes itself
+
+    transport._publisher = reopening  # type: ignore[method-assign,assignment]
+
+    with pytest.raises(TransportError, match="the connection closed"):
+        await send(transport)
