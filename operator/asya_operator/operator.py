@@ -73,7 +73,7 @@ def build(
     kopf.on.cleanup(registry=registry, id="stop_health")(operator.stop)
     ActorHandlers(actors, admission).register(registry)
     GroupHandlers(groups, admission, kueue=config.admission == "kueue").register(registry)
-    NamespaceHandlers(actors, admission).register(registry)
+    NamespaceHandlers(actors, admission, retry_s=config.recheck_s).register(registry)
     return operator
 
 

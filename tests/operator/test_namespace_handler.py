@@ -6,6 +6,7 @@ an admission pass. What that reaction does to the actors and groups is the stand
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -51,8 +52,41 @@ async def deliver(handlers: NamespaceHandlers, kind: str | None, labels: dict[st
     )
 
 
-def handlers_with(reactions: Reactions) -> NamespaceHandlers:
-    return NamespaceHandlers(reactions, reactions)  # type: ignore[arg-type]
+class Timer:
+    """The handler's `sleep`: each wait ends when the test says so, never by the clock."""
+
+    def __init__(self) -> None:
+        self.waits: list[tuple[float, asyncio.Future[None]]] = []
+        self._asked = asyncio.Event()
+
+    async def sleep(self, seconds: float) -> None:
+        wait = asyncio.get_running_loop().create_future()
+        self.waits.append((seconds, wait))
+        self._asked.set()
+        await wait
+
+    async def waiting(self) -> float:
+        """Once something waits: for how long it asked."""
+        async with asyncio.timeout(5):
+            await self._asked.wait()
+        self._asked.clear()
+        return self.waits[-1][0]
+
+    def end_wait(self) -> None:
+        self.waits[-1][1].set_result(None)
+
+
+def handlers_with(reactions: Reactions, timer: Timer | None = None) -> NamespaceHandlers:
+    sleep = timer.sleep if timer is not None else asyncio.sleep
+    return NamespaceHandlers(reactions, reactions, retry_s=30.0, sleep=sleep)  # type: ignore[arg-type]
+
+
+async def retries_done() -> None:
+    """Wait for the handler's retry tasks (every task but this one) to end."""
+    others = asyncio.all_tasks() - {asyncio.current_task()}
+    if others:
+        async with asyncio.timeout(5):
+            await asyncio.wait(others)
 
 
 REACTION = [
@@ -135,6 +169,42 @@ async def test_an_actor_the_api_failed_for_is_tried_again_at_the_namespaces_next
     await deliver(handlers, "MODIFIED", {POOL: "team-a"})
 
     assert reactions.seen == REACTION * 2
+
+
+async def test_an_actor_the_api_failed_for_is_tried_again_later_without_an_event():
+    reactions = Reactions(broken=frozenset({"embed"}))
+    timer = Timer()
+    handlers = handlers_with(reactions, timer)
+    await deliver(handlers, None, {})
+    await deliver(handlers, "MODIFIED", {POOL: "team-a"})
+
+    assert await timer.waiting() == 30.0
+    reactions.broken.clear()
+    timer.end_wait()
+    await retries_done()
+
+    assert reactions.seen == [*REACTION, ("reconcile", "ml-a", "embed")]
+    # Every actor moved: the namespace's next event without a label change asks nothing.
+    await deliver(handlers, "MODIFIED", {POOL: "team-a"})
+    assert reactions.seen == [*REACTION, ("reconcile", "ml-a", "embed")]
+
+
+async def test_an_actor_failing_again_is_tried_again_until_the_label_changes():
+    reactions = Reactions(broken=frozenset({"embed"}))
+    timer = Timer()
+    handlers = handlers_with(reactions, timer)
+    await deliver(handlers, None, {})
+    await deliver(handlers, "MODIFIED", {POOL: "team-a"})
+    await timer.waiting()
+
+    timer.end_wait()
+    assert await timer.waiting() == 30.0  # failed again: waits again
+    reactions.broken.clear()
+    await deliver(handlers, "MODIFIED", {POOL: "team-b"})  # follows them all; the retry stops
+    await retries_done()
+
+    assert reactions.seen == [*REACTION, ("reconcile", "ml-a", "embed"), *REACTION]
+    assert timer.waits[-1][1].cancelled()
 
 
 async def test_a_namespace_with_no_pool_less_object_asks_nothing():

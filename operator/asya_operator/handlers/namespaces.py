@@ -20,13 +20,15 @@ The first sight of a namespace (kopf's first listing at start, or a namespace cr
 only records its label: the actors already there are reconciled at start anyway (kopf resumes
 each), and a namespace just created has none yet. An actor's reconcile that fails here (its
 broker unreachable, or no pool any more where one is required) leaves it Degraded saying so,
-and is not tried again before its next change or the label's.
+and its own recheck tries it again. One that fails because the API server or an admission pass
+did (nothing says so on the actor) is tried again `retry_s` later (`ASYA_OPERATOR_RECHECK_S`),
+and at the namespace's next event, until it is reconciled or the label changes again.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 import kopf
@@ -51,10 +53,24 @@ PoolLess = kopf.Index[str | None, str]
 class NamespaceHandlers:
     """The handler, bound to what it hands its work to, and the default pools it has seen."""
 
-    def __init__(self, actors: ActorReconciler, admission: AdmissionLoop) -> None:
+    def __init__(
+        self,
+        actors: ActorReconciler,
+        admission: AdmissionLoop,
+        *,
+        retry_s: float = 30.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        """`retry_s`: how long after a failed reconcile it is tried again; `sleep` waits it."""
         self._actors = actors
         self._admission = admission
         self._default_pools: dict[str, str | None] = {}
+        self._retry_s = retry_s
+        self._sleep = sleep
+        self._retries: dict[str, asyncio.Task[None]] = {}
+        """Per namespace, the task that tries its failed actors again."""
+        self._following: set[asyncio.Task[None] | None] = set()
+        """The retries reconciling now."""
 
     def register(self, registry: kopf.OperatorRegistry) -> None:
         """Put the handler and its indices on `registry`."""
@@ -77,6 +93,7 @@ class NamespaceHandlers:
         actors are reconciled again and its pool-less groups refreshed by a pass."""
         if event["type"] == "DELETED":  # its actors and groups go with it
             self._default_pools.pop(name, None)
+            self._stop_retrying(name)
             return
         pool = labels.get(DEFAULT_POOL_LABEL) or None
         seen = name in self._default_pools
@@ -84,6 +101,7 @@ class NamespaceHandlers:
         self._default_pools[name] = pool
         if not seen or pool == before:
             return
+        self._stop_retrying(name)  # this event follows every pool-less actor again
         groups = _names(indices, "pool_less_groups", name)
         actors = _names(indices, "pool_less_actors", name)
         if not groups and not actors:  # a namespace of no one's (or not watched)
@@ -91,12 +109,50 @@ class NamespaceHandlers:
         logger.info("default pool changed", extra={"before": before, "after": pool})
         for group in groups:
             self._admission.request(refresh=(name, group))
-        # Together: the passes they wait for are coalesced, one for all of them.
-        followed = await asyncio.gather(*(self._follow(name, actor, logger) for actor in actors))
-        if not all(followed):
+        failed = await self._follow_all(name, actors, logger)
+        if failed:
             # Not all of them moved: the next event of this namespace (any change to it, kopf
-            # listing again after a lost watch) differs from this and tries them again.
+            # listing again after a lost watch) differs from this and tries them all again;
+            # until one comes, those that failed are tried again `retry_s` later.
             self._default_pools[name] = _UNFOLLOWED
+            retry = asyncio.create_task(self._retry(name, pool, failed, logger))
+            self._retries[name] = retry
+            retry.add_done_callback(lambda task: self._forget(name, task))
+
+    async def _follow_all(
+        self, namespace: str, actors: list[str], logger: kopf.Logger
+    ) -> list[str]:
+        """Reconcile `actors` again; those that failed for want of the API or a pass."""
+        # Together: the passes they wait for are coalesced, one for all of them.
+        followed = await asyncio.gather(*(self._follow(namespace, a, logger) for a in actors))
+        return [actor for actor, ok in zip(actors, followed, strict=True) if not ok]
+
+    async def _retry(
+        self, namespace: str, pool: str | None, failed: list[str], logger: kopf.Logger
+    ) -> None:
+        me = asyncio.current_task()
+        while failed:
+            await self._sleep(self._retry_s)
+            self._following.add(me)  # not cut short now: a reconcile runs to its end
+            try:
+                failed = await self._follow_all(namespace, failed, logger)
+            finally:
+                self._following.discard(me)
+            if self._retries.get(namespace) is not me:
+                return  # an event has followed them all again since
+        if self._default_pools.get(namespace) == _UNFOLLOWED:
+            self._default_pools[namespace] = pool  # every actor moved: no event needs to
+
+    def _stop_retrying(self, namespace: str) -> None:
+        """The namespace's retry is not needed any more: cancelled while it waits; one
+        reconciling now finishes and stops there."""
+        retry = self._retries.pop(namespace, None)
+        if retry is not None and retry not in self._following:
+            retry.cancel()
+
+    def _forget(self, namespace: str, task: asyncio.Task[None]) -> None:
+        if self._retries.get(namespace) is task:
+            del self._retries[namespace]
 
     async def _follow(self, namespace: str, actor: str, logger: kopf.Logger) -> bool:
         """Whether the actor was reconciled; a failure is logged (the others go on)."""
@@ -107,7 +163,7 @@ class NamespaceHandlers:
             logger.warning("not reconciled", extra=fields)
         except Exception as exc:  # the API or an admission pass failing: nothing says so
             fields = {"object": f"{namespace}/{actor}", "error": repr(exc)}
-            logger.error("not reconciled; tried again at the namespace's next event", extra=fields)
+            logger.error("not reconciled; tried again soon", extra=fields)
             return False
         return True
 
