@@ -165,3 +165,16 @@ def test_pools_lend_within_their_cohort_when_the_cohorts_cannot_be_read():
     assert (
         lent(pools, usage, cohorts) == lent(pools, usage) == {"team-a": {}, "team-b": {GPU: 2000}}
     )
+
+
+def test_a_pool_whose_quota_cannot_be_read_lends_nothing_and_stops_no_one_else():
+    pools = [
+        pool("team-a", cohort="eng", h100={"nvidia_com_gpu": 1}),
+        pool("team-b", cohort="eng", h100={"nvidia_com_gpu": 2}),
+        pool(
+            "odd", cohort="eng", h100={"nvidia_com_gpu": {"nominal": 1, "borrowingLimit": "1e400"}}
+        ),
+    ]
+    usage = {"team-a": {GPU: 3000}}
+
+    assert lent(pools, usage) == {"team-a": {}, "team-b": {GPU: 2000}, "odd": {}}

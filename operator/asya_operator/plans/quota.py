@@ -166,13 +166,17 @@ def lending(
     cohorts: Sequence[Cohort] = (),
 ) -> Lending:
     """See `Lending`. `usage`: each pool's (by name). `cohorts`: the Cohort objects (a cohort
-    that pools name needs none). Cohorts that cannot be read (a loop in their parents) are
-    left out: the pools lend within the cohorts they name, as if no Cohort object existed."""
+    that pools name needs none). Cohorts that cannot be read (a loop in their parents, a quota
+    that is not one) are left out: the pools lend within the cohorts they name, as if no
+    Cohort object existed. A pool whose quotas cannot be read is left out too: it lends and
+    borrows nothing (its Active condition says why)."""
     try:
         model.build_scenario(cohorts=[cohort_of(c) for c in cohorts])
     except AdmissionError:
         cohorts = ()
-    tree = QuotaTree([cohort_of(c) for c in cohorts], [pool_of(p, {}) for p in pools])
+    readable = [pool_of(p, {}) for p in pools]
+    readable = [p for p in readable if _readable(p)]
+    tree = QuotaTree([cohort_of(c) for c in cohorts], readable)
     nodes: dict[Member, Node] = {("pool", name): node for name, node in tree.pools.items()}
     nodes.update({("cohort", name): node for name, node in tree.cohorts.items()})
     for name, node in tree.pools.items():
@@ -206,6 +210,14 @@ def lending(
                     found.lent[members[child]][key] = lends
                     wanted[key] -= lends
     return found
+
+
+def _readable(pool: model.Pool) -> bool:
+    try:
+        model.build_scenario(pools=[pool])
+    except AdmissionError:
+        return False
+    return True
 
 
 def _subtree(node: Node) -> list[Node]:
@@ -246,4 +258,6 @@ def lent(
     """Each pool's (by name) unused nominal quota that other members of its cohort use
     (`Lending.lent`)."""
     found = lending(pools, usage, cohorts)
-    return {str(p.metadata["name"]): found.lent["pool", str(p.metadata["name"])] for p in pools}
+    return {
+        str(p.metadata["name"]): found.lent.get(("pool", p.metadata["name"]), {}) for p in pools
+    }
