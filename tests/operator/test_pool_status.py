@@ -49,3 +49,13 @@ def test_an_idle_pool_reports_zeros_for_every_quota_it_has():
     assert [f["flavor"] for f in status["flavorsUsage"]] == ["h100", "a100"]
     assert resources(status, "a100") == {"nvidia.com/gpu": ("0", "0", "0")}
     assert (status["admittedWorkloads"], status["pendingWorkloads"]) == (0, 0)
+
+
+def test_a_pool_whose_nominal_quota_cannot_be_read_still_gets_its_usage_written():
+    # Its Active condition says why (test_pool_active); the other pools' statuses are written.
+    pools = [pool("odd", h100={"nvidia_com_gpu": "1e400"}), pool("team-a", h100={"cpu": 1})]
+
+    found = statuses(pools, [])
+
+    assert resources(found["odd"]) == {"nvidia.com/gpu": ("0", "0", "0")}
+    assert resources(found["team-a"]) == {"cpu": ("0", "0", "0")}

@@ -130,7 +130,10 @@ def _requests(resources: ActorResources) -> dict[str, int]:
 
 
 def _borrowed(pool: ResourcePool, used: _Usage) -> _Usage:
-    own = nominal(pool)
+    try:
+        own = nominal(pool)
+    except AdmissionError:
+        return {}  # its quotas cannot be read (its Active condition says so): nothing known
     return {key: max(0, value - own.get(key, 0)) for key, value in used.items()}
 
 
