@@ -105,7 +105,8 @@ class QuotaTree:
             if node.parent is None:
                 _compute_subtree(node)
                 _compute_height(node)
-        self._members: dict[str, list[Node]] = {}
+        self._members: dict[tuple[bool, str], list[Node]] = {}
+        """`subtree_pools` by (is a pool, name): a pool and a cohort may share a name."""
 
     def available(self, node: Node, fr: FlavorResource) -> int:
         """What `node` could still take now: local quota left plus what its cohort allows."""
@@ -166,7 +167,7 @@ class QuotaTree:
 
     def subtree_pools(self, root: Node) -> list[Node]:
         """The pools under `root` (the tree's shape never changes, so this is cached)."""
-        found = self._members.get(root.name)
+        found = self._members.get((root.is_pool, root.name))
         if found is None:
             found, stack = [], [root]
             while stack:
@@ -174,7 +175,7 @@ class QuotaTree:
                 if node.is_pool:
                     found.append(node)
                 stack.extend(node.children)
-            self._members[root.name] = found
+            self._members[root.is_pool, root.name] = found
         return found
 
 

@@ -178,3 +178,15 @@ def test_a_pool_whose_quota_cannot_be_read_lends_nothing_and_stops_no_one_else()
     usage = {"team-a": {GPU: 3000}}
 
     assert lent(pools, usage) == {"team-a": {}, "team-b": {GPU: 2000}, "odd": {}}
+
+
+def test_a_pool_named_as_its_cohort_is_counted_once_in_the_cohorts_usage():
+    pools = [
+        pool("eng", cohort="eng", h100={"nvidia_com_gpu": 1}),
+        pool("ops", cohort="eng", h100={"nvidia_com_gpu": 1}),
+    ]
+    actors = [actor("embed", "eng"), actor("judge", "ops")]
+
+    _pools, found_cohorts = passed(pools, [cohort("eng")], actors)
+
+    assert found_cohorts == {"eng": {GPU: ("2", "0", "0")}}

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from asya.admission.model import load_scenario
+from asya.admission.model import Cohort, Pool, load_scenario
 from asya.admission.scheduler import Scheduler
+from asya.admission.tree import QuotaTree
 from tests.factories import pool, workload
 
 
@@ -178,3 +179,12 @@ def test_an_unknown_pool_is_pending_not_an_error(run):
     done = run([pool("a", default={"cpu": 4})], [workload("lost", "nowhere", cpu=1)])
 
     assert done.pending["lost"]["reason"] == "PoolNotFound"
+
+
+def test_a_pool_named_as_a_cohort_is_not_taken_for_it():
+    tree = QuotaTree(
+        [Cohort(name="eng")], [Pool(name="eng", cohort="eng"), Pool(name="ops", cohort="eng")]
+    )
+
+    assert [n.name for n in tree.subtree_pools(tree.pools["eng"])] == ["eng"]
+    assert sorted(n.name for n in tree.subtree_pools(tree.cohorts["eng"])) == ["eng", "ops"]
