@@ -278,3 +278,23 @@ def test_two_objects_running_as_one_actor_name_exit_2_naming_both(
 
     assert (code, out) == (2, "")
     assert message.format(path=path) in err
+
+
+def test_a_group_refused_one_name_is_told_of_the_document_before_it_not_one_after(capsys, tmp_path):
+    # Member d is listed first, and a-d (document 3) keeps its name only because the group
+    # was refused a-b-c, which document 1 runs as.
+    group = GROUP_OF.format(name="a", member="d").rstrip("\n") + (
+        "\n    - {name: b-c, replicas: 1, template: {image: img, handler: 'ml.ddp:worker'}}\n"
+    )
+    path = write(
+        tmp_path, "---\n".join([ACTOR.format(name="a-b-c"), group, ACTOR.format(name="a-d")])
+    )
+
+    code, _out, err = plan(capsys, path)
+
+    assert code == 2
+    assert (
+        f"document 2: ActorGroup default/a would be Degraded (NameTaken), applied after {path}:"
+        " document 1: member b-c runs as actor a-b-c, which AsyncActor default/a-b-c already"
+        " runs as"
+    ) in err

@@ -29,7 +29,7 @@ from asya_operator.api.group import ActorGroup
 from asya_operator.api.metadata import actor_name, actor_namespace
 from asya_operator.api.pool import Cohort, ResourcePool
 from asya_operator.api.template import GROUP, VERSION
-from asya_operator.plans.names import NameOwner, claims, name_keepers, names_taken
+from asya_operator.plans.names import NameOwner, name_keepers, refusals
 
 _API_VERSION = f"{GROUP}/{VERSION}"
 _Cr = AsyncActor | ResourceFlavor | ResourcePool | Cohort | ActorGroup
@@ -188,10 +188,9 @@ def _check_names(crs: Crs, sources: dict[tuple[str, str, str], str]) -> None:
             owners, order=lambda owner: crs.ages[key(owner)], runs=lambda _: True
         )
         for owner in sorted(owners, key=lambda owner: crs.ages[key(owner)]):
-            refusals = names_taken(owner, namespace, keepers)
-            if refusals:
-                first = refusals[0]
-                keeper = next(keepers[a] for a in claims(owner) if keepers.get(a) is not None)
+            refused = refusals(owner, namespace, keepers)
+            if refused:
+                keeper, first = refused[0]  # a keeper written before it
                 kind, name = owner.kind, owner.metadata["name"]
                 raise CrError(
                     f"{sources[key(owner)]}: {kind} {namespace}/{name} would be Degraded"

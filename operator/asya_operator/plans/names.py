@@ -127,17 +127,26 @@ def name_keepers(
 def names_taken(owner: NameOwner, namespace: str, keepers: Mapping[str, Claim]) -> list[str]:
     """For each actor name of `owner` another object keeps (`name_keepers`), why `owner` is
     refused, in words naming that object and the fixes."""
-    problems = []
+    return [message for _keeper, message in refusals(owner, namespace, keepers)]
+
+
+def refusals(
+    owner: NameOwner, namespace: str, keepers: Mapping[str, Claim]
+) -> list[tuple[Claim, str]]:
+    """As `names_taken`, each with the claim that keeps the name; those whose keeper came
+    before `owner` first (the others it lost only by being refused one of those)."""
+    found = []
     for actor, claim in claims(owner).items():
         keeper = keepers.get(actor)
         if keeper is None or keeper == claim:
             continue
-        # Why the keeper has it: a running object keeps its names whatever its age; one that
-        # does not, because it came first or because `owner` was refused another name.
-        if keeper.running:
-            runs = "already runs as"
-        elif (claim.kind, claim.name) in keeper.passed_over:
+        # Why the keeper has it: `owner`, though before it, was refused another name; or it
+        # runs as it (whatever its age); or it came first.
+        passed_over = (claim.kind, claim.name) in keeper.passed_over
+        if passed_over:
             runs = f"runs as, {claim.kind} {claim.name} being refused another of its names"
+        elif keeper.running:
+            runs = "already runs as"
         else:
             runs = "runs as, created first"
         other = f"{keeper.described(namespace)} {runs}"
@@ -149,8 +158,8 @@ def names_taken(owner: NameOwner, namespace: str, keepers: Mapping[str, Claim]) 
                 f"member {claim.member} runs as actor {actor}, which {other}: rename member"
                 f" {claim.member} or ActorGroup {claim.name}, or {fix}"
             )
-        problems.append(message)
-    return problems
+        found.append((passed_over, keeper, message))
+    return [(keeper, message) for _later, keeper, message in sorted(found, key=lambda f: f[0])]
 
 
 def shared_names(owner: NameOwner, others: Iterable[NameOwner]) -> list[str]:
