@@ -63,6 +63,7 @@ from asya.transport.base import (
     reply_queue_name,
 )
 from asya.transport.rabbitmq_consuming import RabbitMQReplyQueue, RabbitMQSubscription
+from asya.transport.rabbitmq_failures import failed_by_a_close
 from asya.transport.rabbitmq_records import RabbitMQRecordStore
 from asya.transport.records import RecordKind, Retention, records_stream_name
 
@@ -128,19 +129,6 @@ def _properties() -> aiormq.spec.Basic.Properties:
     # given and matches a returned (unroutable) message to its publish by that id, so
     # properties shared between publishes sent returns to the wrong publish.
     return aiormq.spec.Basic.Properties(delivery_mode=2, content_type="application/json")
-
-
-def _failed_by_a_close(exc: BaseException) -> bool:
-    """Whether `exc` is how aiormq fails a publish still waiting when it closes its connection
-    itself (a missed heartbeat, a reader that ended): the exception set on the awaited future is
-    `CancelledError`, or a bare `Exception`. The broker failed the publish, as with a lost
-    connection; a cancellation of the publishing task itself is not that."""
-    if type(exc) is Exception:
-        return True
-    if isinstance(exc, asyncio.CancelledError):
-        task = asyncio.current_task()
-        return task is not None and task.cancelling() == 0
-    return False
 
 
 class RabbitMQTransport:
@@ -377,7 +365,7 @@ class RabbitMQTransport:
         except ConnectionError as exc:
             raise TransportError(f"publish to '{actor}' failed: the connection is down") from exc
         except BaseException as exc:
-            if not _failed_by_a_close(exc):
+            if not failed_by_a_close(exc):
                 raise
             raise TransportError(f"publish to '{actor}' failed: the connection closed") from exc
 
@@ -400,7 +388,7 @@ class RabbitMQTransport:
         ) as exc:
             raise TransportError(f"cannot park a message: {exc}") from exc
         except BaseException as exc:
-            if not _failed_by_a_close(exc):
+            if not failed_by_a_close(exc):
                 raise
             raise TransportError("cannot park a message: the connection closed") from exc
 
@@ -492,7 +480,7 @@ class RabbitMQTransport:
         ) as exc:
             log.warning("reply not sent", extra={"reply_to": reply_to, "error": str(exc)})
         except BaseException as exc:
-            if not _failed_by_a_close(exc):
+            if not failed_by_a_close(exc):
                 raise
             log.warning("reply not sent: the connection closed", extra={"reply_to": reply_to})
 

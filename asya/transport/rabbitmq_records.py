@@ -47,6 +47,7 @@ from asya.clock import Clock
 from asya.errors import SettingsError, TransportError
 from asya.settings import env_var
 from asya.transport.base import QueueDepth
+from asya.transport.rabbitmq_failures import failed_by_a_close
 from asya.transport.records import FIRST, Record, RecordKind, Retention, Start, records_stream_name
 
 log = logging.getLogger(__name__)
@@ -184,6 +185,10 @@ class RabbitMQRecordStore:
             raise TransportError(f"{routing_key} did not take the record: {exc}") from exc
         except _CHANNEL_ERRORS as exc:
             raise TransportError(f"record for {routing_key} was not confirmed: {exc}") from exc
+        except BaseException as exc:
+            if not failed_by_a_close(exc):
+                raise
+            raise TransportError(f"record for {routing_key}: the connection closed") from exc
 
     async def append(self, kind: RecordKind, body: bytes) -> None:
         await self.declare(kind)

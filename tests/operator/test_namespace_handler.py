@@ -236,3 +236,17 @@ async def test_an_object_that_gained_a_pool_leaves_the_index():
 
     assert await _pool_less(namespace="ml-a", name="embed", spec={}) == {"ml-a": "embed"}
     assert await _pool_less(namespace="ml-a", name="embed", spec={"pool": "team-a"}) == {}
+
+
+async def test_stopping_cancels_a_waiting_retry():
+    reactions = Reactions(broken=frozenset({"embed"}))
+    timer = Timer()
+    handlers = handlers_with(reactions, timer)
+    await deliver(handlers, None, {})
+    await deliver(handlers, "MODIFIED", {POOL: "team-a"})
+    await timer.waiting()
+
+    await handlers.stop()
+
+    assert timer.waits[-1][1].cancelled()
+    assert reactions.seen == REACTION

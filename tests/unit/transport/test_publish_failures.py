@@ -123,3 +123,20 @@ async def test_a_channel_lost_to_a_closing_connection_while_reopened_is_a_transp
 
     with pytest.raises(TransportError, match="the connection closed"):
         await send(transport)
+
+
+@pytest.mark.parametrize(
+    "closed_with", [asyncio.CancelledError, Exception], ids=["CancelledError", "Exception"]
+)
+async def test_a_record_failed_by_a_closing_connection_is_a_transport_error(closed_with):
+    underlay = Underlay()
+    store = RabbitMQTransport("amqp://guest:guest@127.0.0.1:1/")._records
+
+    async def publisher() -> Underlay:
+        return underlay
+
+    store._publisher = publisher  # type: ignore[method-assign,assignment]
+    publish = store._publish(b"{}", exchange="", routing_key="records", headers={})
+
+    with pytest.raises(TransportError, match="the connection closed"):
+        await asyncio.gather(publish, failed_by_close(underlay, closed_with()))
