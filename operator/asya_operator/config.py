@@ -63,7 +63,7 @@ class OperatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     envelopes it holds in flight (`plans.pods.sidecar_memory`), an end actor's exactly it."""
     port: int = 8080
     """The operator's own port: GET /healthz (liveness) and GET /metrics (Prometheus)."""
-    recheck_s: float = 30.0
+    recheck_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
     """Seconds between checks of an actor left Degraded (its Secret or flavor missing) or whose
     queues could not be declared: it recovers this long at most after the cause is fixed."""
     api_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0

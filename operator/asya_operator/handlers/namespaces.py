@@ -79,6 +79,15 @@ class NamespaceHandlers:
         kopf.on.event("v1", "namespaces", registry=registry, id="follow_namespace")(
             self.follow_namespace
         )
+        kopf.on.cleanup(registry=registry, id="stop_namespace_retries")(self.stop)
+
+    async def stop(self, **_: Any) -> None:
+        """Cancel every retry (the operator is stopping, as kopf's own handlers are)."""
+        retries = list(self._retries.values())
+        self._retries.clear()
+        for retry in retries:
+            retry.cancel()
+        await asyncio.gather(*retries, return_exceptions=True)
 
     async def follow_namespace(
         self,

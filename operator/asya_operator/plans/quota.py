@@ -166,9 +166,9 @@ def lending(
     cohorts: Sequence[Cohort] = (),
 ) -> Lending:
     """See `Lending`. `usage`: each pool's (by name). `cohorts`: the Cohort objects (a cohort
-    that pools name needs none). Cohorts that cannot be read (a loop in their parents, a quota
-    that is not one) are left out: the pools lend within the cohorts they name, as if no
-    Cohort object existed. A pool whose quotas cannot be read is left out too: it lends and
+    that pools name needs none). While the Cohorts cannot be read (a loop in their parents, a
+    quota that is not one) every Cohort object is left out: the pools lend within the cohorts
+    they name, as if none existed. A pool whose quotas cannot be read is left out too: it lends and
     borrows nothing (its Active condition says why)."""
     try:
         model.build_scenario(cohorts=[cohort_of(c) for c in cohorts])
