@@ -171,12 +171,19 @@ async def test_an_actor_the_api_failed_for_is_tried_again_at_the_namespaces_next
     assert reactions.seen == REACTION * 2
 
 
-async def test_an_actor_the_api_failed_for_is_tried_again_later_without_an_event():
+async def failed_to_move_embed() -> tuple[Reactions, Timer, NamespaceHandlers]:
+    """The label set on ml-a, `embed` failed to move for want of the API server, and its retry
+    waiting on the timer."""
     reactions = Reactions(broken=frozenset({"embed"}))
     timer = Timer()
     handlers = handlers_with(reactions, timer)
     await deliver(handlers, None, {})
     await deliver(handlers, "MODIFIED", {POOL: "team-a"})
+    return reactions, timer, handlers
+
+
+async def test_an_actor_the_api_failed_for_is_tried_again_later_without_an_event():
+    reactions, timer, handlers = await failed_to_move_embed()
 
     assert await timer.waiting() == 30.0
     reactions.broken.clear()
@@ -190,11 +197,7 @@ async def test_an_actor_the_api_failed_for_is_tried_again_later_without_an_event
 
 
 async def test_an_actor_failing_again_is_tried_again_until_the_label_changes():
-    reactions = Reactions(broken=frozenset({"embed"}))
-    timer = Timer()
-    handlers = handlers_with(reactions, timer)
-    await deliver(handlers, None, {})
-    await deliver(handlers, "MODIFIED", {POOL: "team-a"})
+    reactions, timer, handlers = await failed_to_move_embed()
     await timer.waiting()
 
     timer.end_wait()
@@ -239,11 +242,7 @@ async def test_an_object_that_gained_a_pool_leaves_the_index():
 
 
 async def test_stopping_cancels_a_waiting_retry():
-    reactions = Reactions(broken=frozenset({"embed"}))
-    timer = Timer()
-    handlers = handlers_with(reactions, timer)
-    await deliver(handlers, None, {})
-    await deliver(handlers, "MODIFIED", {POOL: "team-a"})
+    reactions, timer, handlers = await failed_to_move_embed()
     await timer.waiting()
 
     await handlers.stop()
