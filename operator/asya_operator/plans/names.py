@@ -108,8 +108,8 @@ def name_keepers(
     deleted included). Taken oldest first by `order`: an object one of whose names is kept
     already keeps none. `runs` says whether a keeper runs as its names now (`Claim.running`)."""
     kept: dict[str, Claim] = {}
+    # Actor name -> the objects that claimed it and were refused before anyone kept it.
     refused: dict[str, set[tuple[str, str]]] = {}
-    """Actor name -> the objects that claimed it and were refused before anyone kept it."""
     for owner in sorted(owners, key=order):
         mine = claims(owner)
         if any(actor in kept for actor in mine):
