@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 from collections.abc import Callable
 from typing import Any
@@ -168,7 +169,9 @@ class World:
             async with asyncio.timeout(WAIT_S):
                 return await self.cluster.wait_for(resource, self.namespace, name, condition)
         except TimeoutError:
-            pytest.fail(f"not within {WAIT_S} s: {what}")
+            now = self.cluster.current(resource, self.namespace, name)
+            shown = "absent" if now is None else json.dumps(now.get("status"), sort_keys=True)
+            pytest.fail(f"not within {WAIT_S} s: {what}; its status now: {shown}")
 
     async def wait_exists(self, resource: str, name: str) -> dict[str, Any]:
         found = await self.wait_for(resource, name, lambda o: o is not None, f"{resource} {name}")

@@ -177,11 +177,16 @@ async def test_an_actors_replicas_are_admitted_by_kueue_pod_by_pod_and_its_statu
     assert deployment["spec"]["replicas"] == 3  # every desired pod exists, gated by Kueue
     assert deployment["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
 
+    # Two admitted, and Kueue's words for the third: the Workload of the third pod says why
+    # it waits a tick after the other two are admitted, and a pass may fall between.
     two = await world.wait_for(
         ACTORS,
         "embed",
-        lambda a: (a or {}).get("status", {}).get("admittedReplicas") == 2,
-        "two replicas admitted by Kueue, read back",
+        lambda a: (
+            (a or {}).get("status", {}).get("admittedReplicas") == 2
+            and "waiting for Kueue:" in condition_of(a or {}, "Admitted").get("message", "")
+        ),
+        "two replicas admitted by Kueue, read back, and why the third waits",
     )
     admitted = condition_of(two, "Admitted")
     assert admitted["status"] == "False"
