@@ -219,7 +219,9 @@ class Kueue:
 
     async def _run(self, pods: Any, queued: dict[str, Any]) -> None:
         ns = self._namespace
-        started: set[str] = set()
+        # Every tick, as the controllers keep an owner's ready count: one that the operator
+        # wrote over since (an apply of the whole object) is set again.
+        started = {pod["metadata"]["labels"]["owner-set"] for pod in pods}
         for pod in pods:
             if not pod["spec"].get("schedulingGates") and pod["status"].get("phase") == "Running":
                 continue
@@ -233,7 +235,6 @@ class Kueue:
             await self._send(
                 "PATCH", f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}", running
             )
-            started.add(pod["metadata"]["labels"]["owner-set"])
         for name in started:
             owner = queued.get(name)
             if owner is None:
@@ -253,7 +254,9 @@ class Kueue:
                 replicas = int(owner["spec"]["replicas"])
                 ready = {"status": {"replicas": replicas, "readyReplicas": replicas}}
                 path = f"/apis/apps/v1/namespaces/{ns}/statefulsets/{name}"
-            await self._send("PATCH", path, ready)
+            now = owner.get("status") or {}
+            if any(now.get(k) != v for k, v in ready["status"].items()):  # only news: events
+                await self._send("PATCH", path, ready)
 
     async def _get(self, path: str) -> dict[str, Any]:
         return await self._send("GET", path)
