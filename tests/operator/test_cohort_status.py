@@ -10,7 +10,7 @@ from asya_operator.api.pool import Cohort
 from asya_operator.plans.admission import admit
 from asya_operator.plans.cohort_status import plan_cohort_statuses
 from asya_operator.plans.pool_status import plan_pool_statuses, pool_usage
-from asya_operator.plans.quota import lent
+from asya_operator.plans.quota import lending, lent
 
 from tests.operator.test_admission_pass import actor, pool
 
@@ -29,9 +29,10 @@ def passed(pools, cohorts, actors):
     """The pools' and the cohorts' statuses after one pass, as (usage, borrowed, lent) per
     flavor and resource, by name."""
     used = pool_usage(pools, actors, (), admit(pools, cohorts, {}, actors))
-    written = plan_cohort_statuses(cohorts, pools, used.usage)
+    found = lending(pools, used.usage, cohorts)
+    written = plan_cohort_statuses(cohorts, found)
     return (
-        _read(plan_pool_statuses(pools, used, cohorts)),
+        _read(plan_pool_statuses(pools, used, found)),
         _read({name: patch.document() for name, patch in written.items()}),
     )
 
@@ -116,7 +117,7 @@ def test_cohorts_in_a_loop_of_parents_get_no_status():
 
     used = pool_usage(pools, actors, (), admit(pools, cohorts, {}, actors))
 
-    assert plan_cohort_statuses(cohorts, pools, used.usage) == {}
+    assert plan_cohort_statuses(cohorts, lending(pools, used.usage, cohorts)) == {}
 
 
 def test_a_pool_lends_no_more_than_its_lending_limit():

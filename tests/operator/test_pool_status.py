@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from asya_operator.plans.admission import admit
 from asya_operator.plans.pool_status import plan_pool_statuses, pool_usage
+from asya_operator.plans.quota import lending
 
 from tests.operator.test_admission_pass import actor, pool
 
 
 def statuses(pools, actors):
-    return plan_pool_statuses(pools, pool_usage(pools, actors, (), admit(pools, (), {}, actors)))
+    used = pool_usage(pools, actors, (), admit(pools, (), {}, actors))
+    return plan_pool_statuses(pools, used, lending(pools, used.usage))
 
 
 def resources(status, flavor="h100"):

@@ -1,6 +1,6 @@
 """A Cohort's status from an admission pass: usage, borrowed and lent per flavor.
 
-Pure: the pools, the cohorts and what the pass admitted in each pool in; one `status` per
+Pure: the cohorts and who borrows and lends what through them (`quota.Lending`) in; one `status` per
 Cohort object out (a cohort that pools only name has no object to hold one). Per flavor and
 resource of the cohort's subtree (its own quota, and its pools' and cohorts' below it):
 - usage: what the admitted workloads of every pool below it request;
@@ -14,16 +14,14 @@ condition says why, and no admission runs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 import msgspec
 
-from asya.admission import model
 from asya.admission.quantity import format_quantity
-from asya.errors import AdmissionError
-from asya_operator.api.pool import Cohort, CohortStatus, ResourcePool
-from asya_operator.plans.quota import Lending, cohort_of, lending
+from asya_operator.api.pool import Cohort, CohortStatus
+from asya_operator.plans.quota import Lending
 from asya_operator.plans.statuses import StatusPatch
 
 _PASS_OWNS: Final = ("flavors_usage",)
@@ -31,18 +29,13 @@ _PASS_OWNS: Final = ("flavors_usage",)
 
 
 def plan_cohort_statuses(
-    cohorts: Sequence[Cohort],
-    pools: Sequence[ResourcePool],
-    usage: Mapping[str, Mapping[tuple[str, str], int]],
+    cohorts: Sequence[Cohort], found: Lending
 ) -> dict[str, StatusPatch[CohortStatus]]:
-    """The status of each of `cohorts` (by name) after a pass whose admitted workloads use
-    `usage` in each pool (by name, `pool_status.pool_usage`); none while the cohorts cannot be
-    read."""
-    try:
-        model.build_scenario(cohorts=[cohort_of(c) for c in cohorts])
-    except AdmissionError:
+    """The status of each of `cohorts` (by name) after a pass whose borrowing and lending is
+    `found` (`quota.lending` of the pools' usage, with `cohorts`); none while the cohorts
+    cannot be read."""
+    if not found.cohorts_read:
         return {}
-    found = lending(pools, usage, cohorts)
     return {str(c.metadata["name"]): _status(found, str(c.metadata["name"])) for c in cohorts}
 
 

@@ -35,8 +35,7 @@ from asya.errors import AdmissionError
 from asya_operator.api.pool import Cohort, PoolCondition, ResourcePool, ResourcePoolStatus
 from asya_operator.api.template import ActorResources
 from asya_operator.plans.conditions import Problem, Reason, conditions_at, generation_of
-from asya_operator.plans.quota import cohort_of, nominal, pool_of, requests_of
-from asya_operator.plans.quota import lent as quota_lent
+from asya_operator.plans.quota import Lending, cohort_of, pool_of, requests_of
 from asya_operator.plans.statuses import StatusPatch
 from asya_operator.plans.workloads import Decisions, PooledActor, PooledGroup
 
@@ -102,15 +101,13 @@ def pool_usage(
 
 
 def plan_pool_statuses(
-    pools: Sequence[ResourcePool], used: PoolUsage, cohorts: Sequence[Cohort] = ()
+    pools: Sequence[ResourcePool], used: PoolUsage, found: Lending
 ) -> dict[str, dict[str, Any]]:
-    """The `status` of each pool (by name) after a pass that admitted `used` (`pool_usage`);
-    `cohorts`: the Cohort objects (the quota they own is lent before the pools' unused
-    quota)."""
-    lent = quota_lent(pools, used.usage, cohorts)
+    """The `status` of each pool (by name) after a pass that admitted `used` (`pool_usage`),
+    with what each borrowed and lent (`found`: `quota.lending` of that usage)."""
     return {
         _name(pool): {
-            "flavorsUsage": _flavors_usage(pool, used.usage[_name(pool)], lent[_name(pool)]),
+            "flavorsUsage": _flavors_usage(pool, used.usage[_name(pool)], found),
             "admittedWorkloads": used.admitted[_name(pool)],
             "pendingWorkloads": used.pending[_name(pool)],
         }
@@ -129,16 +126,10 @@ def _requests(resources: ActorResources) -> dict[str, int]:
         return {}  # the pass admitted none of it: nothing to count
 
 
-def _borrowed(pool: ResourcePool, used: _Usage) -> _Usage:
-    try:
-        own = nominal(pool)
-    except AdmissionError:
-        return {}  # its quotas cannot be read (its Active condition says so): nothing known
-    return {key: max(0, value - own.get(key, 0)) for key, value in used.items()}
-
-
-def _flavors_usage(pool: ResourcePool, used: _Usage, lent: _Usage) -> list[dict[str, Any]]:
-    borrowed = _borrowed(pool, used)
+def _flavors_usage(pool: ResourcePool, used: _Usage, found: Lending) -> list[dict[str, Any]]:
+    # A pool whose quotas cannot be read is not in `found`: nothing borrowed or lent is known.
+    borrowed = found.borrowed.get(("pool", _name(pool)), {})
+    lent = found.lent.get(("pool", _name(pool)), {})
     out = []
     for flavor in pool.spec.quotas or ():
         resources = [

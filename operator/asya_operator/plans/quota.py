@@ -121,12 +121,11 @@ Usage = dict[tuple[str, str], int]
 """(flavor, resource) -> milli-units."""
 
 
-def nominal(node: ResourcePool | Cohort) -> Usage:
-    """The nominal quota a pool, or a cohort itself (not its members), has per flavor and
-    resource."""
+def nominal(pool: ResourcePool) -> Usage:
+    """The pool's nominal quota per flavor and resource."""
     return {
         (flavor.flavor, quota.name): parse_quantity(quota.nominal)
-        for flavor in node.spec.quotas or ()
+        for flavor in pool.spec.quotas or ()
         for quota in flavor.resources
     }
 
@@ -158,6 +157,8 @@ class Lending:
     used: dict[Member, Usage]
     borrowed: dict[Member, Usage]
     lent: dict[Member, Usage]
+    cohorts_read: bool
+    """False: the Cohort objects could not be read, and were left out (see `lending`)."""
 
 
 def lending(
@@ -170,10 +171,11 @@ def lending(
     quota that is not one) every Cohort object is left out: the pools lend within the cohorts
     they name, as if none existed. A pool whose quotas cannot be read is left out too: it lends and
     borrows nothing (its Active condition says why)."""
+    cohorts_read = True
     try:
         model.build_scenario(cohorts=[cohort_of(c) for c in cohorts])
     except AdmissionError:
-        cohorts = ()
+        cohorts, cohorts_read = (), False
     readable = [pool_of(p, {}) for p in pools]
     readable = [p for p in readable if _readable(p)]
     tree = QuotaTree([cohort_of(c) for c in cohorts], readable)
@@ -182,7 +184,9 @@ def lending(
     for name, node in tree.pools.items():
         tree.add_usage(node, usage.get(name, {}))
     members = {node: member for member, node in nodes.items()}
-    found = Lending(nominal={}, used={}, borrowed={}, lent={m: {} for m in nodes})
+    found = Lending(
+        nominal={}, used={}, borrowed={}, lent={m: {} for m in nodes}, cohorts_read=cohorts_read
+    )
     for member, node in nodes.items():
         below = tree.subtree_pools(node)
         found.nominal[member] = _total(

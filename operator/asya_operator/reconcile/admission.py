@@ -88,6 +88,7 @@ from asya_operator.plans.pool_status import (
     pool_usage,
 )
 from asya_operator.plans.pools import with_effective_pool
+from asya_operator.plans.quota import lending
 from asya_operator.plans.scaling import admitted_replicas, desired_replicas
 from asya_operator.plans.workloads import ActorAdmission, Decisions, PooledActor, PooledGroup
 
@@ -388,7 +389,8 @@ class AdmissionLoop:
         """Write each pool's and each Cohort's status; the flavors the pools' quotas name that
         exist."""
         used = pool_usage(world.pools, pooled, groups, decided)
-        planned = plan_pool_statuses(world.pools, used, world.cohorts)
+        found = lending(world.pools, used.usage, world.cohorts)
+        planned = plan_pool_statuses(world.pools, used, found)
         metrics.record_pools(planned)
         named = {q.flavor for pool in world.pools for q in pool.spec.quotas or ()}
         flavors = await self._kube.read_flavors(named)
@@ -400,7 +402,7 @@ class AdmissionLoop:
             if patch.changed(pool.status):
                 await self._kube.patch_status(ResourcePool, None, name, patch)
         cohorts = {str(c.metadata["name"]): c for c in world.cohorts}
-        planned_cohorts = plan_cohort_statuses(world.cohorts, world.pools, used.usage)
+        planned_cohorts = plan_cohort_statuses(world.cohorts, found)
         for name, cohort_patch in planned_cohorts.items():
             if cohort_patch.changed(cohorts[name].status):
                 await self._kube.patch_status(Cohort, None, name, cohort_patch)
