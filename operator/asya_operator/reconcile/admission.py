@@ -236,7 +236,7 @@ class AdmissionLoop:
         for (ns, name, instance), why in gangs.unplaced.items():
             unplaced.setdefault((ns, name), {})[instance] = why
         if self._config.admission == "kueue":
-            await self._kueue_pass(world, ready, unplaced, gangs.served, now, refresh)
+            await self._kueue_pass(world, unplaced, gangs.served, now, refresh)
             return None  # Kueue keeps the clocks (its waitForPodsReady): no deadline of ours
         states, changes = _groups_before(world, ready, now, unplaced)
         ages = _ages(world)
@@ -313,7 +313,6 @@ class AdmissionLoop:
     async def _kueue_pass(
         self,
         world: AdmissionWorld,
-        ready: Mapping[Key, Mapping[int, bool]],
         unplaced: Mapping[Key, Mapping[int, str]],
         served: Collection[GangScheduler],
         now: float,
@@ -332,9 +331,12 @@ class AdmissionLoop:
         refresh = {*refresh, *restarted}
         for namespace, group in world.groups:
             key = (namespace, str(group.metadata["name"]))
-            seen = ready.get(key, {})
-            states = instances.placement(instances.unpooled(group, seen), unplaced.get(key, {}))
             pods = world.group_pods.get(key, [])
+            # At full size, not by what the status holds: Kueue lifts its gate as it admits, so
+            # the pods may be ready before a pass has recorded that admission, and no event
+            # would come after that one to look again.
+            seen = _ready_at_full_size(group, pods)
+            states = instances.placement(instances.unpooled(group, seen), unplaced.get(key, {}))
             # Without Kueue nothing would gate the pods: none run, rather than run unadmitted.
             stopping = key in restarted or missing is not None
             await self._stop_instances_but(
@@ -661,6 +663,19 @@ def _ready_instances(group: ActorGroup, pods: Sequence[MemberPods]) -> dict[int,
                 for member, (_flavor, count) in holds.items()
             )
     return ready
+
+
+def _ready_at_full_size(group: ActorGroup, pods: Sequence[MemberPods]) -> dict[int, bool]:
+    """For each instance that has pods, whether every member's StatefulSet there is ready with
+    the member's full `replicas`: how an instance runs with Kueue admitting it."""
+    found = {(p.instance, p.member): p for p in pods}
+    return {
+        index: all(
+            (index, m.name) in found and found[index, m.name].ready >= m.replicas
+            for m in group.spec.members
+        )
+        for index in {p.instance for p in pods}
+    }
 
 
 KUEUE_MISSING: Final = (
