@@ -38,10 +38,7 @@ STATEFULSETS = "apps/v1/statefulsets"
 SERVICES = "v1/services"
 SCALED_OBJECTS = "keda.sh/v1alpha1/scaledobjects"
 TRIGGER_AUTHS = "keda.sh/v1alpha1/triggerauthentications"
-WAIT_S = 30.0
-"""The longest a controller test waits for what it expects: only a bound on a hang. A chain of
-several passes and stand-in ticks took over 10 s once in a loaded full run (the Kueue gang
-test, which takes 2 s alone)."""
+WAIT_S = 10.0
 SIDECAR_IMAGE = "registry.example/asya-sidecar:test"
 
 

@@ -219,9 +219,7 @@ class Kueue:
 
     async def _run(self, pods: Any, queued: dict[str, Any]) -> None:
         ns = self._namespace
-        # Every tick, as the controllers keep an owner's ready count: one that the operator
-        # wrote over since (an apply of the whole object) is set again.
-        started = {pod["metadata"]["labels"]["owner-set"] for pod in pods}
+        started: set[str] = set()
         for pod in pods:
             if not pod["spec"].get("schedulingGates") and pod["status"].get("phase") == "Running":
                 continue
@@ -235,6 +233,7 @@ class Kueue:
             await self._send(
                 "PATCH", f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}", running
             )
+            started.add(pod["metadata"]["labels"]["owner-set"])
         for name in started:
             owner = queued.get(name)
             if owner is None:
@@ -254,9 +253,7 @@ class Kueue:
                 replicas = int(owner["spec"]["replicas"])
                 ready = {"status": {"replicas": replicas, "readyReplicas": replicas}}
                 path = f"/apis/apps/v1/namespaces/{ns}/statefulsets/{name}"
-            now = owner.get("status") or {}
-            if any(now.get(k) != v for k, v in ready["status"].items()):  # only news: events
-                await self._send("PATCH", path, ready)
+            await self._send("PATCH", path, ready)
 
     async def _get(self, path: str) -> dict[str, Any]:
         return await self._send("GET", path)
