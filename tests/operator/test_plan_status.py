@@ -6,11 +6,13 @@ from datetime import UTC, datetime
 
 import pytest
 from asya_operator.plans.actor_status import (
+    apply_refused,
     broker_unreachable,
     find_problems,
     kept_problems,
     newly_degraded,
     plan_status,
+    status_seen_since,
 )
 from asya_operator.plans.conditions import Problem, Reason
 
@@ -239,3 +241,29 @@ def test_each_missing_object_is_a_problem_naming_it(secret_keys, flavor_found, e
     found = find_problems(actor, "team-a", secret_keys=secret_keys, flavor=flavor, keepers={})
 
     assert found == expected
+
+
+@pytest.mark.parametrize(
+    "problem",
+    [
+        broker_unreachable("cannot reach the broker at amqp://guest:***@h:5672/"),
+        apply_refused("Deployment.apps 'a' is invalid: spec.template: unknown field"),
+    ],
+    ids=["broker-unreachable", "apply-refused"],
+)
+def test_a_lasting_failure_found_again_at_each_retry_keeps_one_message(problem):
+    # Given an actor whose reconcile keeps failing the same way, each retry writing its status
+    # from the one the last retry wrote (as `_report_seen` does)
+    actor = async_actor(generation=1)
+    for _retry in range(20):
+        patch = status_seen_since(actor, None, [problem], now=NOW)
+        actor = async_actor(generation=1, status=patch.document())
+
+    # Then Degraded says it once, as the first retry did, and the next writer keeps it once
+    degraded = next(c for c in actor.status.conditions if c.type == "Degraded")
+    assert (degraded.reason, degraded.message) == (problem.reason, problem.message)
+    assert kept_problems(actor) == [problem]
+    followed = status_seen_since(actor, None, [], now=NOW).document()
+    assert [c["message"] for c in followed["conditions"] if c["type"] == "Degraded"] == [
+        problem.message
+    ]

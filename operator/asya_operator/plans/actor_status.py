@@ -331,11 +331,15 @@ def status_seen_since(
 ) -> StatusPatch[AsyncActorStatus]:
     """The actor's status as anyone but its reconcile writes it: the generation observed stays
     the one the reconcile applied (objects and queues), not one it has yet to see, so `Ready`
-    waits for the reconcile; so does a broker it found unreachable (`kept_problems`)."""
+    waits for the reconcile; so does a broker it found unreachable (`kept_problems`). A kept
+    problem that `problems` finds again is replaced by its new occurrence, never joined to it:
+    a lasting failure retried every `recheck_s` leaves one message, not one more per retry."""
+    found = {p.reason for p in problems}
+    kept = [p for p in kept_problems(actor) if p.reason not in found]
     return plan_status(
         actor,
         deployment_status,
-        [*problems, *kept_problems(actor)],
+        [*problems, *kept],
         observed_generation=observed_generation(actor),
         now=now,
         quota=quota,
