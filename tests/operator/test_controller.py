@@ -288,6 +288,20 @@ async def test_an_actor_whose_broker_cannot_be_reached_is_degraded_naming_it_wit
     ]
     assert ("Warning", "BrokerUnreachable", degraded["message"]) in events
 
+    # When the reconcile tries again, and again, finding the same broker unreachable
+    said = []
+
+    def record() -> None:
+        stored = world.cluster.current(ACTORS, world.namespace, "text")
+        if stored is not None and condition_of(stored, "Degraded").get("status") == "True":
+            said.append(condition_of(stored, "Degraded")["message"])
+
+    world.cluster.after_write(ACTORS, record)
+    await world.wait_for(ACTORS, "text", lambda o: len(said) >= 5, "five more retries written")
+
+    # Then each retry's status says it once: a kept problem is replaced, never joined again
+    assert all(message.count("queues not declared") == 1 for message in said), said
+
     # When the Secret points at a broker that answers
     await world.patch_secret("asya-broker", {"amqp-url": amqp_url})
 
