@@ -5,7 +5,8 @@ on the type (a Struct's `struct_info`, a dataclass's `__msgspec_cache__`) *befor
 filled in the fields' types, so that recursive types work. It calls back into Python while it
 fills them in (to evaluate the nested types' annotations), and another thread that decodes into
 the same type meanwhile finds the half-built info and dereferences an empty field: the process
-segfaults (msgspec 0.18.6 to 0.22.0, with the GIL). The operator decodes its custom resources
+segfaults (msgspec 0.18.6 to 0.22.0, with the GIL; 0.23.0 mends it, and the lock stays while
+pyproject.toml allows older releases). The operator decodes its custom resources
 on the event loop and on `asyncio.to_thread` workers, the runtime its payload models on handler
 threads, so the first decode of a type must be made whole on one thread before any other starts.
 

@@ -59,6 +59,10 @@ def parse_line(
     except UnicodeDecodeError as exc:
         return bad(Reason.MALFORMED_ENVELOPE, f"not UTF-8: {exc}")
     except msgspec.DecodeError as exc:
+        # msgspec 0.23 reports bad UTF-8 as a DecodeError; say which it is either way.
+        not_utf8 = _not_utf8(raw)
+        if not_utf8 is not None:
+            return bad(Reason.MALFORMED_ENVELOPE, f"not UTF-8: {not_utf8}")
         return bad(Reason.MALFORMED_ENVELOPE, f"not valid JSON: {exc}")
     if is_whole_envelope(value):
         return _whole_envelope(value, limits, now, rng, bad)
@@ -168,4 +172,13 @@ def _route_problem(route: object) -> str | None:
         # Only names no actor can have: an end actor as `curr` (a final fed back in) is kept.
         if isinstance(name, str) and actor_name_problem(name) is not None:
             return f"route: {route_name_problem(name)}"
+    return None
+
+
+def _not_utf8(raw: bytes) -> UnicodeDecodeError | None:
+    """Why `raw` is not UTF-8, or None where it is (looked at only for a line that failed)."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc
     return None
