@@ -18,9 +18,12 @@ server to do, and a `null` the schema does not allow is dropped, so the field is
 
 from __future__ import annotations
 
+import collections
 import functools
+import hashlib
 import logging
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, TypeVar
 
@@ -204,8 +207,59 @@ def _schema_of(root: type[msgspec.Struct]) -> dict[str, Any]:
     return structural_schema(root)
 
 
-def broken_rules(body: Any, root: type[msgspec.Struct]) -> list[str]:
+RULES_CHECKED_KEPT: Final = 4096
+"""How many objects' rule results are remembered (`broken_rules`): a cluster's worth of actors
+and groups for a reconcile's neighbours, bounded (about 100 bytes each)."""
+
+_checked: collections.OrderedDict[tuple[type[Any], bytes], tuple[str, ...]] = (
+    collections.OrderedDict()
+)
+_checked_lock = threading.Lock()  # decodes run on the cluster client's worker threads too
+
+
+def broken_rules(body: Mapping[str, Any], root: type[msgspec.Struct]) -> list[str]:
     """The message of every CEL rule of `root`'s CRD that the stored `body` breaks (after its
-    defaults), each prefixed with the path it concerns; empty: the CRD would accept it."""
+    defaults), each prefixed with the path it concerns; empty: the CRD would accept it.
+
+    The CRDs' rules read an object's name and spec, nothing else (`RULES_READ`; a test holds
+    the CRDs to it): they are evaluated on those two alone, once per content, and the result is
+    remembered under a digest of them for the last `RULES_CHECKED_KEPT` objects. A reconcile
+    reads every actor of its namespace, and evaluating each one's rules every time
+    (milliseconds each through cel-python, holding the GIL) made a burst of N actors cost N²
+    evaluations."""
     schema = _schema_of(root)
-    return cel_violations(apply_defaults(body, schema), schema)
+    read = _rules_input(body)
+    try:
+        digest = hashlib.blake2b(msgspec.json.encode(read), digest_size=16).digest()
+    except (TypeError, msgspec.EncodeError):  # not from JSON (a YAML date, say): not remembered
+        return cel_violations(apply_defaults(read, schema), schema)
+    key = (root, digest)
+    with _checked_lock:
+        known = _checked.get(key)
+        if known is not None:
+            _checked.move_to_end(key)
+            return list(known)
+    found = tuple(cel_violations(apply_defaults(read, schema), schema))
+    with _checked_lock:
+        _checked[key] = found
+        while len(_checked) > RULES_CHECKED_KEPT:
+            _checked.popitem(last=False)
+    return list(found)
+
+
+RULES_READ: Final = ("metadata.name", "spec")
+"""What of an object the CRDs' rules read: `self.metadata.name` at the root, and the spec."""
+
+
+def _rules_input(body: Mapping[str, Any]) -> dict[str, Any]:
+    """`body` as far as its rules read it: its metadata's name and its spec (status, labels,
+    managedFields and the rest left out, which also spares converting them for CEL)."""
+    read: dict[str, Any] = {}
+    metadata = body.get("metadata")
+    if isinstance(metadata, Mapping):
+        read["metadata"] = {"name": metadata["name"]} if "name" in metadata else {}
+    elif "metadata" in body:
+        read["metadata"] = metadata
+    if "spec" in body:
+        read["spec"] = body["spec"]
+    return read
