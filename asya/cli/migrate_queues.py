@@ -9,7 +9,9 @@ exists is listed with what it holds; it refuses while a consumer is attached to 
 version still runs: let it finish or stop it), asks (`--yes` for scripts), declares each
 actor's new queue, moves the messages one by one (published, confirmed, then acked: none is
 lost, one can arrive twice if the command dies between the two) and deletes each old queue
-once it is empty and unconsumed. A message waiting in an old delay queue goes to the actor's
+once it is empty and unconsumed: an actor's old queue is unbound from the exchange first, so
+an old client still publishing gets its message back as unroutable instead of losing it with
+the queue (`_move`). A message waiting in an old delay queue goes to the actor's
 queue at once (its wait is cut short). An old name another namespace on the broker may also
 own (its parking queue exists) is kept and said so: what it holds cannot be told apart by name.
 The parking queue and the records' streams kept their names and are not touched.
@@ -21,7 +23,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Final
 
 from asya import event_loop
 from asya.cli.options import (
@@ -166,27 +168,77 @@ async def _shared_with(queues: NamespaceQueues, namespace: str, name: str) -> st
     return None
 
 
+DELETE_ATTEMPTS: Final = 5
+"""How often an old queue is drained again when a message arrived as it was to be deleted."""
+
+
 async def _move(transport: RabbitMQTransport, old: Sequence[OldQueue]) -> tuple[int, list[str]]:
     """Move each old queue's messages into its actor's queue and delete it once it is empty
-    and unconsumed; (messages moved, old queues kept)."""
-    from asya.transport.rabbitmq_namespace import NamespaceQueues  # as in _old_names
+    and unconsumed; (messages moved, old queues kept).
+
+    An old client may still publish while this runs. An actor's old queue is first unbound
+    from the exchange the old version published through, so a publish there from then on
+    comes back to its sender unroutable (an unknown-actor error) instead of landing in a queue
+    about to go; a delay queue (published to by name) is deleted only if the broker finds it
+    empty as it deletes (classic queues), else drained again. A queue kept is bound again, and
+    an actor's queue whose delay queues are kept is kept too (they dead-letter into it)."""
+    from asya.transport.rabbitmq import EXCHANGE  # as in _old_names
+    from asya.transport.rabbitmq_namespace import NamespaceQueues
 
     moved = 0
     kept = []
+    delays_kept: set[str] = set()
     async with transport:
         queues = NamespaceQueues(transport)
         try:
             for queue in old:
+                name = queue.state.name
                 await transport.declare(queue.actor)
-                moved += await queues.move(queue.state.name, queue.actor)
-                now = await queues.state(queue.state.name)
-                if now is not None and (now.messages > 0 or now.consumers > 0):
-                    kept.append(queue.state.name)
+                routed = name == legacy_queue_name(transport.options.namespace, queue.actor)
+                if routed and queue.actor in delays_kept:
+                    # Its kept delay queues dead-letter into it through the exchange: unbound,
+                    # what they hold would be dropped. Moved, and kept with them.
+                    moved += await queues.move(name, queue.actor)
+                    kept.append(name)
                     continue
-                await queues.delete(queue.state.name)
+                if routed:
+                    await queues.unbind(name, EXCHANGE, name)
+                for _ in range(DELETE_ATTEMPTS):
+                    moved += await queues.move(name, queue.actor)
+                    deleted = await _delete_if_empty(queues, name)
+                    if deleted is not False:
+                        break
+                if deleted is not True:  # still holds messages, or a consumer came
+                    kept.append(name)
+                    if routed:
+                        await queues.bind(name, EXCHANGE, name)
+                    else:
+                        delays_kept.add(queue.actor)
         finally:
             await queues.aclose()
     return moved, kept
+
+
+async def _delete_if_empty(queues: NamespaceQueues, name: str) -> bool | None:
+    """Delete `name` if it is empty and unconsumed: True deleted, False a message arrived
+    since the drain (drain again), None a consumer is attached (keep it)."""
+    deleted = await queues.delete_if_empty(name)
+    if deleted is not None:
+        if deleted:
+            return True
+        now = await queues.state(name)
+        return None if now is not None and now.consumers > 0 else False
+    # A quorum queue: checked, then deleted. An actor's queue is unbound by now, and nothing
+    # else publishes to it; what lands in the gap is a message sent to it by name.
+    now = await queues.state(name)
+    if now is None:
+        return True
+    if now.consumers > 0:
+        return None
+    if now.messages > 0:
+        return False
+    await queues.delete(name)
+    return True
 
 
 def _show(found: Sequence[OldQueue], origin: str, out: IO[str]) -> None:

@@ -202,6 +202,11 @@ class RabbitMQTransport:
         return queue_name(self.options.namespace, actor)
 
     @property
+    def url(self) -> str:
+        """The broker URL this transport connects to (with its credentials)."""
+        return self._url
+
+    @property
     def parking_queue(self) -> str:
         return parking_queue_name(self.options.namespace)
 

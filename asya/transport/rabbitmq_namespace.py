@@ -9,6 +9,8 @@ too), the parking queue and the end records' streams; no two namespaces have a n
 Reading is by AMQP passive declare (messages and consumers, no management API). Deleting
 checks again just before each queue goes; the broker cannot close the last gap for us, since
 quorum queues refuse `if-unused` deletes (RabbitMQ closes the connection instead).
+`delete_if_empty` lets the broker close it where it can (classic queues): it tries on a
+connection of its own, which a quorum queue's refusal closes instead of the transport's.
 """
 
 from __future__ import annotations
@@ -130,6 +132,63 @@ class NamespaceQueues:
             await underlay.queue_delete(name)
         except (aiormq.exceptions.AMQPError, ConnectionError) as exc:
             raise TransportError(f"cannot delete queue {name}: {exc}") from exc
+
+    async def unbind(self, name: str, exchange: str, routing_key: str) -> None:
+        """Unbind queue `name` from `exchange`'s `routing_key`: from then on what is published
+        there is unroutable (returned to a sender that asked, as every asya publish does).
+
+        Raises:
+            TransportError: the broker refused or cannot be reached.
+        """
+        try:
+            underlay = await self._underlay()
+            await underlay.queue_unbind(name, exchange, routing_key=routing_key)
+        except (aiormq.exceptions.AMQPError, ConnectionError) as exc:
+            raise TransportError(f"cannot unbind queue {name} from {exchange}: {exc}") from exc
+
+    async def bind(self, name: str, exchange: str, routing_key: str) -> None:
+        """Bind queue `name` to `exchange`'s `routing_key` (again: `unbind` undone).
+
+        Raises:
+            TransportError: the broker refused or cannot be reached.
+        """
+        try:
+            underlay = await self._underlay()
+            await underlay.queue_bind(name, exchange, routing_key=routing_key)
+        except (aiormq.exceptions.AMQPError, ConnectionError) as exc:
+            raise TransportError(f"cannot bind queue {name} to {exchange}: {exc}") from exc
+
+    async def delete_if_empty(self, name: str) -> bool | None:
+        """Delete `name` only if it holds no message and has no consumer, as the broker checks
+        it in the delete itself, so nothing published meanwhile goes with it. True: deleted
+        (or already gone); False: not empty or consumed now; None: the queue's type cannot be
+        deleted so (quorum queues): check with `state`, then `delete`.
+
+        Raises:
+            TransportError: the broker cannot be reached.
+        """
+        try:
+            connection = await aiormq.connect(self._transport.url)
+        except (aiormq.exceptions.AMQPError, ConnectionError) as exc:
+            raise TransportError(f"cannot delete queue {name}: {exc}") from exc
+        try:
+            channel = await connection.channel()
+            await channel.queue_delete(name, if_unused=True, if_empty=True)
+        except aiormq.exceptions.ChannelPreconditionFailed:
+            return False
+        except aiormq.exceptions.ConnectionNotImplemented:
+            return None
+        except (aiormq.exceptions.AMQPError, ConnectionError) as exc:
+            raise TransportError(f"cannot delete queue {name}: {exc}") from exc
+        finally:
+            with contextlib.suppress(aiormq.exceptions.AMQPError, ConnectionError):
+                await connection.close()
+        return True
+
+    async def _underlay(self) -> aiormq.abc.AbstractChannel:
+        if self._channel is None or self._channel.is_closed:
+            self._channel = await self._transport.open_channel()
+        return await self._channel.get_underlay_channel()
 
     async def aclose(self) -> None:
         if self._channel is not None and not self._channel.is_closed:
