@@ -70,7 +70,11 @@ class OperatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Seconds one call to the API server may wait to connect, and then for each read, and
     the longest any one step of the operator waits on the API server (a read, the applies of
     one object set) before it fails (an admission pass that fails is tried again
-    `recheck_s` later)."""
+    `recheck_s` later). Time a call waits for one of `api_threads` is not counted."""
+    api_threads: Annotated[int, msgspec.Meta(ge=1)] = 16
+    """Calls to the API server the operator makes at once, each on a thread of its own with
+    its connection kept; more wait their turn (a burst of reconciles queues here, not at the
+    API server)."""
     admission: Admission = "builtin"
     """builtin: asya admits replicas and gang instances against its ResourcePools; kueue:
     Kueue does, each pod in the LocalQueue its pool names (an AsyncActor's replicas as

@@ -5,10 +5,10 @@ I/O only, no decisions: read a custom resource (decoded and checked one at a tim
 operator cannot take is a `StoredSpecError` for that object alone), what an actor needs (its
 broker Secret, its flavor, the namespace's other actors and groups), what admission decides
 over; apply the objects the plans made, patch a status, scale a Deployment down, delete a
-group's objects, post an Event. `Kube`'s methods run the synchronous official client on a
-worker thread (`asyncio.to_thread`), each call with a client of its own, so the event loop
-never blocks on the API server; every kind is a row of `KINDS` (group, version, plural,
-scope, model), so one method serves them all.
+group's objects, post an Event. `Kube`'s methods run the synchronous official client on the
+operator's own worker threads (`API_THREADS` of them, each with a client and its connections
+kept), so the event loop never blocks on the API server; every kind is a row of `KINDS`
+(group, version, plural, scope, model), so one method serves them all.
 
 Objects are applied with server-side apply (field manager `asya-operator`, forced): on a real
 cluster a field the plan no longer sets is removed, and list items (containers, env) are
@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import dataclasses
 import json
 import logging
 import os
 import secrets
+import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
@@ -64,6 +66,9 @@ FIELD_MANAGER: Final = "asya-operator"
 
 CALL_TIMEOUT_S: Final = 60.0
 """The default longest wait of one call to the API server (`OperatorConfig.api_timeout_s`)."""
+
+API_THREADS: Final = 16
+"""The default number of calls to the API server made at once (`OperatorConfig.api_threads`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -259,26 +264,53 @@ class Kube:
     given a Role in each may neither read nor write another's (its pools are to be its own;
     docs/kubernetes.md)."""
 
-    def __init__(self, *namespaces: str, timeout_s: float = CALL_TIMEOUT_S) -> None:
+    def __init__(
+        self, *namespaces: str, timeout_s: float = CALL_TIMEOUT_S, threads: int = API_THREADS
+    ) -> None:
         self._scope: Scope = tuple(namespaces) or None
         self._timeout_s = timeout_s
         self._nodes_unread = False
+        self._threads = concurrent.futures.ThreadPoolExecutor(
+            max_workers=threads, thread_name_prefix="asya-kube"
+        )
+        self._clients = _ThreadClients(timeout_s)
 
     async def connect(self) -> None:
         """Point the official client at the cluster: in a pod its service account, else the
         kubeconfig (`KUBECONFIG`, or `~/.kube/config`)."""
         await asyncio.to_thread(_load_client_config)
 
-    async def _call(self, call: Callable[..., T], *args: Any) -> T:
-        def run() -> T:
-            with _BoundedApiClient(self._timeout_s) as api:
-                return call(api, *args)
+    async def close(self) -> None:
+        """Drop the calls still queued, wait for those under way (each bounded by its socket
+        timeout) and close the threads' clients."""
+        await asyncio.to_thread(self._threads.shutdown, wait=True, cancel_futures=True)
+        self._clients.close()
 
+    async def _call(self, call: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        started = asyncio.Event()
+
+        def run() -> T:
+            loop.call_soon_threadsafe(started.set)
+            return call(self._clients.mine(), *args)
+
+        done = loop.run_in_executor(self._threads, run)
+        # The bound is on the API server, not on the queue for a thread: a burst queues calls
+        # behind each other, and a call that waited its turn is no call the server failed. A
+        # call whose caller gives up while it waits is never made.
+        starting = asyncio.ensure_future(started.wait())
+        try:
+            await asyncio.wait((starting, done), return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            done.cancel()
+            raise
+        finally:
+            starting.cancel()
         # Bounded twice: an API server that never answers fails the caller (a pass is tried
         # again) instead of holding the admission loop, and the worker thread's socket gives
-        # up too, so the thread ends instead of holding the loop's close for ever.
+        # up too, so the thread ends instead of holding the operator's stop for ever.
         async with asyncio.timeout(self._timeout_s):
-            return await asyncio.to_thread(run)
+            return await done
 
     async def read(self, model: type[T], namespace: str | None, name: str) -> T | None:
         """The custom resource `model` (AsyncActor, ActorGroup, ...) `namespace/name` as stored
@@ -418,6 +450,32 @@ class _BoundedApiClient(ApiClient):
             self._timeout_s,
         )
         return super().call_api(*args, **kwargs)
+
+
+class _ThreadClients:
+    """One `_BoundedApiClient` per worker thread, made on its first call and kept: its
+    connections to the API server are reused by the thread's next calls (a new client per call
+    is a new connection, and a TLS handshake, per call)."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self._timeout_s = timeout_s
+        self._local = threading.local()
+        self._made: list[_BoundedApiClient] = []
+        self._lock = threading.Lock()
+
+    def mine(self) -> _BoundedApiClient:
+        client: _BoundedApiClient | None = getattr(self._local, "client", None)
+        if client is None:
+            client = self._local.client = _BoundedApiClient(self._timeout_s)
+            with self._lock:
+                self._made.append(client)
+        return client
+
+    def close(self) -> None:
+        with self._lock:
+            made, self._made = self._made, []
+        for client in made:
+            client.close()  # type: ignore[no-untyped-call]
 
 
 def _load_client_config() -> None:

@@ -46,9 +46,10 @@ class Operator:
         await self.health.start()
 
     async def stop(self, **_: Any) -> None:
-        """Close the health port, stop the admission loop."""
+        """Close the health port, stop the admission loop, end the cluster client's calls."""
         await self.health.stop()
         await self.admission.stop()
+        await self.kube.close()
 
 
 def build(
@@ -59,7 +60,7 @@ def build(
 ) -> Operator:
     """The operator for `config`, its handlers on `Operator.registry`: watching `namespaces`
     only, or every namespace (none); `clock` is the admission loop's (Unix seconds)."""
-    kube = Kube(*namespaces, timeout_s=config.api_timeout_s)
+    kube = Kube(*namespaces, timeout_s=config.api_timeout_s, threads=config.api_threads)
     admission = AdmissionLoop(kube, config, clock=clock)
     actors = ActorReconciler(
         kube, config, settle=admission.settle, between_passes=admission.between_passes

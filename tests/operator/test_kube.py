@@ -102,9 +102,9 @@ class SilentServer:
 
 
 def test_a_call_to_an_api_server_that_never_answers_ends_and_so_does_its_thread(monkeypatch):
-    # The event loop waits for its worker threads when it closes (asyncio.run, an operator
-    # stopping): a call whose socket waited for ever held that close for ever, after its
-    # caller had long given up.
+    # The operator's stop waits for the client's worker threads (and asyncio.run for its own):
+    # a call whose socket waited for ever held that stop for ever, after its caller had long
+    # given up.
     server = SilentServer()
     configuration = kubernetes.client.Configuration()
     configuration.host = f"http://127.0.0.1:{server.port}"
@@ -112,7 +112,11 @@ def test_a_call_to_an_api_server_that_never_answers_ends_and_so_does_its_thread(
     outcome: list[BaseException | None] = []
 
     async def call() -> None:
-        await Kube(timeout_s=0.2).read(AsyncActor, "ns", "name")
+        kube = Kube(timeout_s=0.2)
+        try:
+            await kube.read(AsyncActor, "ns", "name")
+        finally:
+            await kube.close()  # returns once the client's threads have ended
 
     def run() -> None:
         try:
@@ -130,6 +134,52 @@ def test_a_call_to_an_api_server_that_never_answers_ends_and_so_does_its_thread(
         server.close()
     [error] = outcome
     assert isinstance(error, TimeoutError | urllib3.exceptions.HTTPError), error
+
+
+async def test_the_bound_is_on_the_call_not_on_its_wait_for_a_thread():
+    # A burst queues calls for the client's threads; one that waited its turn longer than the
+    # bound, then was answered at once, is answered, not failed as an API server that never
+    # answered (it failed after the bound with TimeoutError, and its status update was lost).
+    kube = Kube(timeout_s=0.5, threads=2)
+    release = threading.Event()
+    holding = [asyncio.ensure_future(kube._call(lambda _api: release.wait(30.0))) for _ in range(2)]
+    try:
+        # When: a call waits for a thread three bounds long (the server itself answers at once)
+        queued = asyncio.ensure_future(kube._call(lambda _api: "answered"))
+        await asyncio.sleep(1.5)
+        assert not queued.done()
+        release.set()
+
+        # Then: the calls that held the threads past the bound failed; the queued one did not
+        assert await queued == "answered"
+        held = await asyncio.gather(*holding, return_exceptions=True)
+        assert [type(outcome) for outcome in held] == [TimeoutError, TimeoutError]
+    finally:
+        release.set()
+        await kube.close()
+
+
+async def test_a_call_whose_caller_gives_up_while_it_waits_for_a_thread_is_never_made():
+    kube = Kube(threads=1)
+    release = threading.Event()
+    made: list[str] = []
+    holding = asyncio.ensure_future(kube._call(lambda _api: release.wait(30.0)))
+    try:
+        queued = asyncio.ensure_future(kube._call(lambda _api: made.append("made")))
+        await asyncio.sleep(0)  # queued behind the held thread
+
+        # When
+        queued.cancel()
+        release.set()
+        await holding
+        await kube._call(lambda _api: made.append("after"))
+
+        # Then
+        assert queued.cancelled()
+        assert made == ["after"]
+    finally:
+        release.set()
+        await kube.close()
 
 
 def node_body(name: str, gpus: str) -> dict[str, object]:
