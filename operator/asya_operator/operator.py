@@ -72,7 +72,7 @@ def build(
     operator = Operator(config, kube, admission, health, registry)
     kopf.on.startup(registry=registry, id="configure")(operator.start)
     kopf.on.cleanup(registry=registry, id="stop_health")(operator.stop)
-    ActorHandlers(actors, admission).register(registry)
+    ActorHandlers(actors, admission, retry_s=config.recheck_s).register(registry)
     GroupHandlers(groups, admission, kueue=config.admission == "kueue").register(registry)
     NamespaceHandlers(actors, admission, retry_s=config.recheck_s).register(registry)
     return operator

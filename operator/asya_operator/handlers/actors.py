@@ -13,11 +13,19 @@ the object under its id, so they outlive a rename.
   request;
 - a ResourcePool, Cohort or ResourceFlavor changing: an admission pass (`request`);
 - an AsyncActor deleted (behind kopf's finalizer): `release`.
+
+kopf retries a failed change handler but not a failed event handler: a `follow` that fails
+(the API server slow or away) would drop that status update until the next event. It is tried
+again `retry_s` later (`ASYA_OPERATOR_RECHECK_S`), and again while it fails; a new event of the
+same actor follows it anew and replaces a retry not yet under way; the retries stop with the
+operator.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 import kopf
@@ -34,6 +42,11 @@ _OUR_ACTOR_DEPLOYMENTS: Final = {
     "app.kubernetes.io/component": ACTOR_COMPONENT,
 }
 
+_log = logging.getLogger(__name__)
+
+Actor = tuple[str, str]
+"""An actor as (namespace, name)."""
+
 SecretUsers = kopf.Index[tuple[str | None, str], str]
 """The `actors_by_secret` index kopf passes to the handlers."""
 
@@ -41,9 +54,21 @@ SecretUsers = kopf.Index[tuple[str | None, str], str]
 class ActorHandlers:
     """The handlers, bound to what they hand their work to."""
 
-    def __init__(self, actors: ActorReconciler, admission: AdmissionLoop) -> None:
+    def __init__(
+        self,
+        actors: ActorReconciler,
+        admission: AdmissionLoop,
+        *,
+        retry_s: float = 30.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        """`retry_s`: how long after a failed `follow` it is tried again; `sleep` waits it."""
         self._actors = actors
         self._admission = admission
+        self._retry_s = retry_s
+        self._sleep = sleep
+        self._retries: dict[Actor, asyncio.Task[None]] = {}
+        """Per actor, the task that follows it again after a failure, while it waits."""
 
     def register(self, registry: kopf.OperatorRegistry) -> None:
         """Put every handler on `registry`."""
@@ -67,6 +92,15 @@ class ActorHandlers:
             kopf.on.event(
                 quota.group, quota.version, quota.plural, registry=registry, id="follow_quota"
             )(self.follow_quota)
+        kopf.on.cleanup(registry=registry, id="stop_follow_retries")(self.stop)
+
+    async def stop(self, **_: Any) -> None:
+        """Cancel every retry of a failed follow (the operator is stopping)."""
+        retries = list(self._retries.values())
+        self._retries.clear()
+        for retry in retries:
+            retry.cancel()
+        await asyncio.gather(*retries, return_exceptions=True)
 
     async def reconcile(
         self, *, body: kopf.Body, namespace: str | None, logger: kopf.Logger, **_: Any
@@ -91,7 +125,7 @@ class ActorHandlers:
     ) -> None:
         """Report an actor's replicas as its Deployment's status changes."""
         if event["type"] != "DELETED":
-            await self._actors.follow(_namespaced(namespace), name)
+            await self._follow((_namespaced(namespace), name))
 
     async def actors_by_secret(
         self, *, namespace: str | None, name: str, spec: kopf.Spec, **_: Any
@@ -102,11 +136,36 @@ class ActorHandlers:
     async def follow_secret(self, *, namespace: str | None, name: str, **kwargs: Any) -> None:
         """A broker Secret appeared, changed or went: each actor that uses it reports it."""
         for actor in _users(namespace, name, kwargs):
-            await self._actors.follow(_namespaced(namespace), actor)
+            await self._follow((_namespaced(namespace), actor))
 
     async def follow_quota(self, **_: Any) -> None:
         """A pool, cohort or flavor appeared, changed or went: admission decides again."""
         self._admission.request()
+
+    async def _follow(self, actor: Actor) -> None:
+        """`ActorReconciler.follow`, replacing a retry that waits; tried again later if it
+        fails (logged, not raised: kopf would only log it)."""
+        waiting = self._retries.pop(actor, None)
+        if waiting is not None:
+            waiting.cancel()
+        try:
+            await self._actors.follow(*actor)
+        except Exception as exc:
+            fields = {"object": "/".join(actor), "error": repr(exc)}
+            _log.error("status not followed; tried again soon", extra=fields)
+            retry = asyncio.create_task(self._retry(actor))
+            self._retries[actor] = retry
+            retry.add_done_callback(lambda task: self._forget(actor, task))
+
+    async def _retry(self, actor: Actor) -> None:
+        await self._sleep(self._retry_s)
+        if self._retries.get(actor) is asyncio.current_task():
+            del self._retries[actor]  # under way: no event cancels it now
+            await self._follow(actor)
+
+    def _forget(self, actor: Actor, task: asyncio.Task[None]) -> None:
+        if self._retries.get(actor) is task:
+            del self._retries[actor]
 
 
 def _namespaced(namespace: str | None) -> str:
