@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import msgspec
 
-from asya.queue_names import queue_name
+from asya.queue_names import legacy_queue_name, queue_name
 
 SCHEMA_VERSION: Final = 1
 """Version of `Report` and `ServeStatus` as JSON; bumped when a field changes meaning."""
@@ -215,6 +215,24 @@ def rows_from_queues(namespace: str, queues: Mapping[str, QueueCounts]) -> list[
         )
         rows.append(msgspec.structs.replace(row, why=_why_on_broker(row)))
     return rows
+
+
+def stranded_notes(namespace: str, queues: Mapping[str, QueueCounts]) -> list[str]:
+    """A note for each queue of `namespace`'s old names (`asya-{namespace}-{actor}`, and its
+    delay queues) that still holds messages: nothing consumes them under that name, and the
+    actor's row cannot show them. A `.` is in every name of today's (parking, streams, replies)
+    and in none of the old ones."""
+    prefix = legacy_queue_name(namespace, "")
+    notes = []
+    for name in sorted(queues):
+        counts = queues[name]
+        held = counts.ready + (counts.unacked or 0)
+        if name.startswith(prefix) and "." not in name and held > 0:
+            notes.append(
+                f"queue {name}, of the old names, holds {held} message(s) that no actor of"
+                f" today's names reads: move them with asya migrate-queues --namespace {namespace}"
+            )
+    return notes
 
 
 def _why_on_broker(row: Row) -> str:

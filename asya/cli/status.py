@@ -45,6 +45,7 @@ from asya.status import (
     rows_from_queues,
     rows_from_serve,
     secret_value,
+    stranded_notes,
     vhost_of,
     without_credentials,
 )
@@ -207,7 +208,8 @@ async def read_broker(
         )
         return Report(source=Source.BROKER, origin=origin, taken_at=_now(), rows=rows, notes=[note])
     rows = rows_from_queues(namespace, queues)
-    return Report(source=Source.BROKER, origin=origin, taken_at=_now(), rows=rows)
+    notes = stranded_notes(namespace, queues)
+    return Report(source=Source.BROKER, origin=origin, taken_at=_now(), rows=rows, notes=notes)
 
 
 async def read_queues(management: str) -> dict[str, QueueCounts]:
@@ -362,6 +364,10 @@ class _Cluster:
                 queues[namespace] = await read_queues(management)
             except TransportError as exc:
                 notes.append(f"namespace {namespace}: queue depths unknown: {exc}")
+                continue
+            notes += [
+                f"namespace {namespace}: {n}" for n in stranded_notes(namespace, queues[namespace])
+            ]
         where = "all namespaces" if self._namespace is None else f"namespace {self._namespace}"
         return Report(
             source=Source.KUBERNETES,

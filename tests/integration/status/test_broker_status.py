@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+import aio_pika
+
 from asya.cli.status import read_broker, read_queues
+from asya.queue_names import legacy_queue_name
 from asya.settings import load_settings
 from asya.status import Source, management_url_of
 
@@ -58,3 +61,33 @@ async def test_without_the_management_api_the_named_actors_get_ready_counts_and_
     [note] = report.notes
     assert note.startswith("management API not reachable (cannot reach http://guest:***@")
     assert "queued counts by AMQP passive declare for alpha, happy-end, error-end" in note
+
+
+async def test_an_old_named_queue_still_holding_messages_is_named_in_a_note(
+    amqp_url, namespace, actor_names, transport
+):
+    # Given: the actor's queue of today's name, idle, and its queue of the old name with 2
+    actor_names.add("alpha")
+    await transport.declare("alpha")
+    old = legacy_queue_name(namespace, "alpha")
+    connection = await aio_pika.connect(amqp_url)
+    async with connection:
+        channel = await connection.channel(publisher_confirms=True)
+        await channel.declare_queue(old, durable=True)
+        for body in (b"one", b"two"):
+            await channel.default_exchange.publish(aio_pika.Message(body), routing_key=old)
+        management = management_url_of(amqp_url)
+        try:
+            await until_counted(management, old, 2)
+
+            # When
+            report = await read_broker(amqp_url, namespace, management, [], load_settings({}))
+        finally:
+            await channel.queue_delete(old)
+
+    # Then: the row shows today's idle queue; a note names the old one and what moves it
+    assert [(r.name, r.queued) for r in report.rows] == [("alpha", 0)]
+    assert report.notes == [
+        f"queue {old}, of the old names, holds 2 message(s) that no actor of today's names"
+        f" reads: move them with asya migrate-queues --namespace {namespace}"
+    ]

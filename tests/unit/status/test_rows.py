@@ -24,6 +24,7 @@ from asya.status import (
     rows_from_queues,
     rows_from_serve,
     secret_value,
+    stranded_notes,
     vhost_of,
     without_credentials,
 )
@@ -498,3 +499,24 @@ def test_an_actor_group_whose_flavors_nodes_advertise_no_gpu_says_so_before_quot
     [row] = rows_from_cluster([], [group], [], {})
 
     assert row.why == f"instance 0: {NO_GPUS}"
+
+
+def test_a_queue_of_the_old_names_that_holds_messages_is_named_with_what_moves_it():
+    queues = {
+        "asya-demo-score": QueueCounts(ready=3, unacked=1, consumers=0),
+        "asya-demo-score-retry-1000ms": QueueCounts(ready=2, unacked=0, consumers=0),
+        "asya-demo-empty": QueueCounts(ready=0, unacked=0, consumers=0),
+        "asya-demo.parking": QueueCounts(ready=9, unacked=0, consumers=0),
+        "asya-demo.reply.0123456789abcdef0123456789abcdef": QueueCounts(ready=1),
+        "asya-other-score": QueueCounts(ready=5, unacked=0, consumers=0),
+        "asya.demo.score": QueueCounts(ready=4, unacked=0, consumers=0),
+    }
+
+    notes = stranded_notes("demo", queues)
+
+    assert notes == [
+        "queue asya-demo-score, of the old names, holds 4 message(s) that no actor of today's"
+        " names reads: move them with asya migrate-queues --namespace demo",
+        "queue asya-demo-score-retry-1000ms, of the old names, holds 2 message(s) that no actor"
+        " of today's names reads: move them with asya migrate-queues --namespace demo",
+    ]
