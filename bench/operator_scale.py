@@ -56,7 +56,7 @@ from tests.operator.controller_world import (
     condition_of,
     observed,
 )
-from tests.operator.emulator import Cluster, register_crd
+from tests.operator.emulator import Cluster, kubeconfig_for, register_crd
 from tests.operator.plan_builders import KEDA_CRD_FILES, SCHEMAS
 
 DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
@@ -186,7 +186,7 @@ async def measure(count: int, namespaces: int, amqp_url: str, limit_s: float) ->
         ready_maker = asyncio.create_task(ReadyMaker(cluster, url).run())
         with tempfile.TemporaryDirectory() as scratch:
             kubeconfig = Path(scratch) / "kubeconfig"
-            kubeconfig.write_text(json.dumps(_kubeconfig(url)))
+            kubeconfig.write_text(json.dumps(kubeconfig_for(url)))
             log_path = Path(scratch) / "operator.log"
             env = {
                 **os.environ,
@@ -284,17 +284,6 @@ def _delete_by_management(namespaces: tuple[str, ...]) -> None:
             quoted = urllib.parse.quote(name, safe="")
             request = urllib.request.Request(f"{api}/{quoted}", method="DELETE", headers=auth)
             urllib.request.urlopen(request).close()
-
-
-def _kubeconfig(server: str) -> dict[str, object]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "stand-in", "cluster": {"server": server}}],
-        "users": [{"name": "stand-in", "user": {}}],
-        "contexts": [{"name": "stand-in", "context": {"cluster": "stand-in", "user": "stand-in"}}],
-        "current-context": "stand-in",
-    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -140,11 +140,7 @@ class NamespaceQueues:
         Raises:
             TransportError: the broker refused or cannot be reached.
         """
-        try:
-            underlay = await self._underlay()
-            await underlay.queue_unbind(name, exchange, routing_key=routing_key)
-        except (aiormq.exceptions.AMQPError, ConnectionError) as exc:
-            raise TransportError(f"cannot unbind queue {name} from {exchange}: {exc}") from exc
+        await self._binding(name, exchange, routing_key, bound=False)
 
     async def bind(self, name: str, exchange: str, routing_key: str) -> None:
         """Bind queue `name` to `exchange`'s `routing_key` (again: `unbind` undone).
@@ -152,11 +148,18 @@ class NamespaceQueues:
         Raises:
             TransportError: the broker refused or cannot be reached.
         """
+        await self._binding(name, exchange, routing_key, bound=True)
+
+    async def _binding(self, name: str, exchange: str, routing_key: str, *, bound: bool) -> None:
         try:
             underlay = await self._underlay()
-            await underlay.queue_bind(name, exchange, routing_key=routing_key)
+            if bound:
+                await underlay.queue_bind(name, exchange, routing_key=routing_key)
+            else:
+                await underlay.queue_unbind(name, exchange, routing_key=routing_key)
         except (aiormq.exceptions.AMQPError, ConnectionError) as exc:
-            raise TransportError(f"cannot bind queue {name} to {exchange}: {exc}") from exc
+            verb = "bind queue {} to" if bound else "unbind queue {} from"
+            raise TransportError(f"cannot {verb.format(name)} {exchange}: {exc}") from exc
 
     async def delete_if_empty(self, name: str) -> bool | None:
         """Delete `name` only if it holds no message and has no consumer, as the broker checks

@@ -38,7 +38,7 @@ from kubernetes.client import CustomObjectsApi
 from asya.routing import ERROR_END, HAPPY_END
 from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
 from tests.operator.controller_world import ACTORS, SIDECAR_IMAGE, World, operator_registry
-from tests.operator.emulator import Cluster, register_crd
+from tests.operator.emulator import Cluster, kubeconfig_for, register_crd
 from tests.operator.plan_builders import KEDA_CRD_FILES, SCHEMAS
 from tests.operator.quota_watch import QuotaWatch
 from tests.operator.standin_keda import Keda
@@ -53,7 +53,7 @@ async def cluster(tmp_path, monkeypatch) -> AsyncIterator[Cluster]:
     async with Cluster() as emulator, Server(emulator) as server:
         port = server.port
         kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(json.dumps(_kubeconfig(str(server.url).rstrip("/"))))
+        kubeconfig.write_text(json.dumps(kubeconfig_for(str(server.url).rstrip("/"))))
         monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
         # kubernetes.config reads $KUBECONFIG once, at import: patch its copy too.
         monkeypatch.setattr(
@@ -125,17 +125,6 @@ async def run_operator(cluster) -> AsyncIterator[RunOperator]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-
-
-def _kubeconfig(server: str) -> dict[str, object]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "stand-in", "cluster": {"server": server}}],
-        "users": [{"name": "stand-in", "user": {}}],
-        "contexts": [{"name": "stand-in", "context": {"cluster": "stand-in", "user": "stand-in"}}],
-        "current-context": "stand-in",
-    }
 
 
 @pytest.fixture

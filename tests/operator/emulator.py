@@ -325,3 +325,15 @@ def _in_scope(request: rendering.Request, namespace: str | None) -> bool:
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def kubeconfig_for(server: str) -> dict[str, object]:
+    """A kubeconfig whose current context is the stand-in at `server` (no credentials)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "stand-in", "cluster": {"server": server}}],
+        "users": [{"name": "stand-in", "user": {}}],
+        "contexts": [{"name": "stand-in", "context": {"cluster": "stand-in", "user": "stand-in"}}],
+        "current-context": "stand-in",
+    }
