@@ -131,6 +131,22 @@ def _properties() -> aiormq.spec.Basic.Properties:
     return aiormq.spec.Basic.Properties(delivery_mode=2, content_type="application/json")
 
 
+async def _connect_robust(url: str, client_properties: dict[str, Any]) -> AbstractRobustConnection:
+    """`aio_pika.connect_robust`, but a connect cut short (cancelled, or its caller's bound
+    reached while a broker never answers the handshake) closes the connection: aio-pika's own
+    leaves its reconnect task trying for ever."""
+    connection = aio_pika.RobustConnection(
+        aio_pika.connection.make_url(url), client_properties=client_properties
+    )
+    try:
+        await connection.connect()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await connection.close()
+        raise
+    return connection
+
+
 class RabbitMQTransport:
     """Transport over a RabbitMQ broker; see the module docstring."""
 
@@ -164,8 +180,8 @@ class RabbitMQTransport:
             TransportError: the broker is unreachable or refused the credentials.
         """
         try:
-            self._connection = await aio_pika.connect_robust(
-                self._url, client_properties={"connection_name": self.options.connection_name}
+            self._connection = await _connect_robust(
+                self._url, {"connection_name": self.options.connection_name}
             )
             await self._open_publish_channel()
         except aiormq.exceptions.ProbableAuthenticationError as exc:
