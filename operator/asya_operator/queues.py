@@ -3,6 +3,10 @@
 I/O over AMQP with asya's own transport (one short connection per call): the names, the
 arguments (quorum, delivery limit, dead-lettering) and the topology are the transport's, so
 what the operator declares is exactly what the actor's sidecar declares again when it starts.
+At most `BROKER_CALLS` such connections are open at once (a cold start reconciles every actor
+together: a thousand connections at once is a broker's file descriptors gone), and each call
+is bounded by `BROKER_CALL_S` (a broker that accepts the connection and never completes its
+handshake held a reconcile for ever; it is now a `TransportError`, reported and rechecked).
 Declaring is idempotent, and comes before the first envelope: with `minReplicas: 0` no sidecar
 runs until KEDA sees a queue depth, so without it a client's first publish would find no queue.
 
@@ -13,8 +17,11 @@ queue of an actor name another object of the namespace runs as too (`plans.names
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import Collection, Sequence
+import weakref
+from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Final
 
 import kopf
@@ -26,6 +33,30 @@ from asya_operator import metrics
 
 CONNECTION_NAME: Final = "asya-operator"
 
+BROKER_CALLS: Final = 8
+"""Connections to brokers the operator holds open at once; more calls wait their turn."""
+
+BROKER_CALL_S: Final = 30.0
+"""The longest one call (connect, declare or delete, close) may take once it has its turn."""
+
+_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+@contextlib.asynccontextmanager
+async def _broker_call(timeout_s: float) -> AsyncIterator[None]:
+    """One call's turn among `BROKER_CALLS`, bounded by `timeout_s` once it has it."""
+    loop = asyncio.get_running_loop()
+    turns = _turns.setdefault(loop, asyncio.Semaphore(BROKER_CALLS))
+    async with turns:
+        try:
+            async with asyncio.timeout(timeout_s):
+                yield
+        except TimeoutError as exc:
+            raise TransportError(f"the broker did not answer within {timeout_s} s") from exc
+
+
 DELETE_ATTEMPTS: Final = 5
 """Tries at deleting a deleted actor's (or group's) queues while the broker is unreachable,
 `recheck_s` apart; then it is let go and its queues are left (logged)."""
@@ -36,24 +67,30 @@ def _transport(amqp_url: str, namespace: str) -> RabbitMQTransport:
     return RabbitMQTransport(amqp_url, options)
 
 
-async def declare_actor_queues(amqp_url: str, namespace: str, actor: str) -> None:
+async def declare_actor_queues(
+    amqp_url: str, namespace: str, actor: str, *, timeout_s: float = BROKER_CALL_S
+) -> None:
     """Declare `actor`'s queue and the namespace's end actors' queues (idempotent).
 
     Raises:
-        TransportError: the broker is unreachable, refused the credentials or the declare.
+        TransportError: the broker is unreachable, refused the credentials or the declare, or
+            did not answer within `timeout_s`.
     """
-    async with _transport(amqp_url, namespace) as transport:
+    async with _broker_call(timeout_s), _transport(amqp_url, namespace) as transport:
         for name in (actor, *sorted(END_ACTORS)):
             await transport.declare(name)
 
 
-async def delete_actor_queues(amqp_url: str, namespace: str, actor: str) -> None:
+async def delete_actor_queues(
+    amqp_url: str, namespace: str, actor: str, *, timeout_s: float = BROKER_CALL_S
+) -> None:
     """Delete `actor`'s queues with what they hold (a missing queue is no error).
 
     Raises:
-        TransportError: the broker is unreachable or refused the credentials.
+        TransportError: the broker is unreachable or refused the credentials, or did not
+            answer within `timeout_s`.
     """
-    async with _transport(amqp_url, namespace) as transport:
+    async with _broker_call(timeout_s), _transport(amqp_url, namespace) as transport:
         channel = await transport.open_channel()
         for name in transport.queues_of(actor):
             await channel.queue_delete(name)
