@@ -294,7 +294,8 @@ class Kube:
             loop.call_soon_threadsafe(started.set)
             return call(self._clients.mine(), *args)
 
-        done = loop.run_in_executor(self._threads, run)
+        submitted = self._threads.submit(run)
+        done = asyncio.wrap_future(submitted)
         # The bound is on the API server, not on the queue for a thread: a burst queues calls
         # behind each other, and a call that waited its turn is no call the server failed. A
         # call whose caller gives up while it waits is never made.
@@ -302,6 +303,7 @@ class Kube:
         try:
             await asyncio.wait((starting, done), return_when=asyncio.FIRST_COMPLETED)
         except BaseException:
+            submitted.cancel()  # at once: a thread freed next must not take it
             done.cancel()
             raise
         finally:

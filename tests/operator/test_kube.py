@@ -168,8 +168,10 @@ async def test_a_call_whose_caller_gives_up_while_it_waits_for_a_thread_is_never
         queued = asyncio.ensure_future(kube._call(lambda _api: made.append("made")))
         await asyncio.sleep(0)  # queued behind the held thread
 
-        # When
+        # When: the caller gives up (and is done giving up) before a thread is free
         queued.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await queued
         release.set()
         await holding
         await kube._call(lambda _api: made.append("after"))
