@@ -27,6 +27,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 import msgspec
 
 from asya import event_loop, typeinfo
+from asya.broker_identity import reach_notes
 from asya.cli.options import EXIT_OK, broker_transport, seconds
 from asya.cli.results import until_signal
 from asya.errors import SettingsError, TransportError
@@ -208,7 +209,11 @@ async def read_broker(
         )
         return Report(source=Source.BROKER, origin=origin, taken_at=_now(), rows=rows, notes=[note])
     rows = rows_from_queues(namespace, queues)
-    notes = stranded_notes(namespace, queues)
+    reach = await read_reach(management)
+    notes = [
+        *notes_on_reach(namespace, management, queues, reach),
+        *stranded_notes(namespace, queues),
+    ]
     return Report(source=Source.BROKER, origin=origin, taken_at=_now(), rows=rows, notes=notes)
 
 
@@ -218,23 +223,12 @@ async def read_queues(management: str) -> dict[str, QueueCounts]:
     Raises:
         TransportError: the API cannot be reached, refuses the credentials, or answers oddly.
     """
-    parts = urllib.parse.urlsplit(management)
     vhost = urllib.parse.quote(vhost_of(management), safe="")
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    api = urllib.parse.urlunsplit(
-        (
-            parts.scheme,
-            netloc,
-            f"/api/queues/{vhost}",
-            "columns=name,messages_ready,messages_unacknowledged,consumers",
-            "",
-        )
+    body = await _api_get(
+        management,
+        f"/api/queues/{vhost}",
+        "columns=name,messages_ready,messages_unacknowledged,consumers",
     )
-    request = urllib.request.Request(api)
-    if parts.username is not None:
-        request.add_unredirected_header("Authorization", _basic(parts))
-    body = await asyncio.to_thread(_get, request, without_credentials(management))
     try:
         listed = msgspec.json.decode(body, type=list[dict[str, Any]])
     except msgspec.DecodeError as exc:
@@ -247,6 +241,68 @@ async def read_queues(management: str) -> dict[str, QueueCounts]:
         )
         for q in listed
     }
+
+
+class Reach(msgspec.Struct, frozen=True, kw_only=True):
+    """Who the management URL's credential is, and which vhosts it may open."""
+
+    user: str
+    tags: list[str]
+    vhosts: list[str]
+
+
+class _Whoami(msgspec.Struct):
+    name: str
+    tags: list[str] | str = []
+    """A list from RabbitMQ 3.9 on; a comma-separated string before."""
+
+
+class _Vhost(msgspec.Struct):
+    name: str
+
+
+async def read_reach(management: str) -> Reach | None:
+    """The management URL's user, its tags and the vhosts it may open (GET /api/whoami and
+    /api/vhosts); None when the API does not say (what it reaches is then not shown)."""
+    try:
+        whoami = msgspec.json.decode(await _api_get(management, "/api/whoami"), type=_Whoami)
+        vhosts = msgspec.json.decode(
+            await _api_get(management, "/api/vhosts", "columns=name"), type=list[_Vhost]
+        )
+    except (TransportError, msgspec.DecodeError):
+        return None
+    tags = whoami.tags.split(",") if isinstance(whoami.tags, str) else whoami.tags
+    return Reach(user=whoami.name, tags=[t for t in tags if t], vhosts=[v.name for v in vhosts])
+
+
+def notes_on_reach(
+    namespace: str, management: str, queues: Iterable[str], reach: Reach | None
+) -> list[str]:
+    """`asya.broker_identity.reach_notes` for what `read_queues` and `read_reach` read."""
+    return reach_notes(
+        namespace,
+        vhost_of(management),
+        queues,
+        vhosts=None if reach is None else reach.vhosts,
+        tags=None if reach is None else reach.tags,
+        user=None if reach is None else reach.user,
+    )
+
+
+async def _api_get(management: str, path: str, query: str = "") -> bytes:
+    """GET `path` of the management API at `management`, with its credentials.
+
+    Raises:
+        TransportError: the API cannot be reached or refuses.
+    """
+    parts = urllib.parse.urlsplit(management)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    api = urllib.parse.urlunsplit((parts.scheme, netloc, path, query, ""))
+    request = urllib.request.Request(api)
+    if parts.username is not None:
+        request.add_unredirected_header("Authorization", _basic(parts))
+    return await asyncio.to_thread(_get, request, without_credentials(management))
 
 
 def _basic(parts: urllib.parse.SplitResult) -> str:
@@ -365,8 +421,13 @@ class _Cluster:
             except TransportError as exc:
                 notes.append(f"namespace {namespace}: queue depths unknown: {exc}")
                 continue
+            reach = await read_reach(management)
             notes += [
-                f"namespace {namespace}: {n}" for n in stranded_notes(namespace, queues[namespace])
+                f"namespace {namespace}: {n}"
+                for n in [
+                    *notes_on_reach(namespace, management, queues[namespace], reach),
+                    *stranded_notes(namespace, queues[namespace]),
+                ]
             ]
         where = "all namespaces" if self._namespace is None else f"namespace {self._namespace}"
         return Report(

@@ -7,7 +7,9 @@ writes (`values.yaml`, `crs.yaml`) stays there. `asya`, `asya-operator` and `pyt
 processes, as typed; `helm install|upgrade|template` renders the chart with real Helm
 (helm-python-sdk), with `--reuse-values` over the values the page installed the release
 with, and validates every object as a cluster would; `kubectl` commands are
-checked against the CRDs and the objects `asya-operator plan` writes; `pip install` against
+checked against the CRDs and the objects `asya-operator plan` writes (a broker Secret's URLs
+against the namespace's identity), `rabbitmqctl` against `asya.broker_identity` (the tenancy
+tests run those very commands on the broker); `pip install` against
 the extras `pyproject.toml` declares; `scripts/quickstart` by running the command it ends
 with, and `scripts/test` by `.ci/run`, which CI runs. A command no checker knows fails.
 """
@@ -21,6 +23,7 @@ import shlex
 import subprocess
 import sys
 import tomllib
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +34,7 @@ import yaml
 from asya_operator.api.crds import all_crds
 from asya_operator.api.group import REACTIVATE_ANNOTATION
 
+from asya import broker_identity
 from asya.cli import _parser as asya_parser
 from asya.gpu import read_inventory
 from tests.charts.chart_checks import check_all
@@ -261,6 +265,8 @@ def _kubectl(command: Command, argv: list[str], cwd: Path) -> Ran:
         assert {(name, key) for key in keys} == _planned_secret_refs(), (
             f"{command}: the operator's objects read {_planned_secret_refs()}"
         )
+        [namespace] = [rest[i + 1] for i, w in enumerate(rest) if w in ("-n", "--namespace")]
+        _check_identity_urls(command, namespace, rest)
     elif verb in ("get", "describe", "annotate"):
         assert words[0] in _crd_names(), f"{command}: kubectl knows no {words[0]} of ours"
         if verb == "annotate":
@@ -270,6 +276,56 @@ def _kubectl(command: Command, argv: list[str], cwd: Path) -> Ran:
     else:
         raise AssertionError(f"no check for {command}")
     return Ran(command, 0, "", "")
+
+
+def _check_identity_urls(command: Command, namespace: str, args: list[str]) -> None:
+    """A broker Secret's URLs name the namespace's own identity (`asya.broker_identity`):
+    its actors' user and KEDA's, each on the namespace's vhost."""
+    urls = dict(a.split("=", 1)[1].split("=", 1) for a in args if a.startswith("--from-literal"))
+    expected = {
+        "amqp-url": (broker_identity.actors_user(namespace), broker_identity.vhost(namespace)),
+        "management-url": (broker_identity.keda_user(namespace), broker_identity.vhost(namespace)),
+    }
+    for key, url in urls.items():
+        parts = urllib.parse.urlsplit(url)
+        found = (parts.username, urllib.parse.unquote(parts.path.lstrip("/")))
+        assert found == expected[key], f"{command}: {key} is {found}, the identity {expected[key]}"
+
+
+def _rabbitmqctl(command: Command, argv: list[str], cwd: Path) -> Ran:
+    """A command of a namespace's broker identity, as `asya.broker_identity` has it: the
+    namespace's vhost, its two users, their permissions and tags (the tenancy tests run these
+    very commands against the real broker)."""
+    verb, *args = argv[1:]
+    if verb == "add_vhost":
+        [name] = args
+        assert name.startswith("asya."), command
+        assert name == broker_identity.vhost(name.removeprefix("asya.")), command
+    elif verb == "add_user":
+        user, _password = args
+        assert _namespace_of_user(user), f"{command}: {user} is no namespace's user"
+    elif verb == "set_permissions":
+        assert args[0] == "-p", command
+        vhost, user, *permissions = args[1:]
+        namespace, keda = _namespace_of_user(user)
+        assert vhost == broker_identity.vhost(namespace), f"{command}: not {user}'s own vhost"
+        want = broker_identity.KEDA_PERMISSIONS if keda else broker_identity.ACTORS_PERMISSIONS
+        assert tuple(permissions) == want, f"{command}: {user} gets {want}"
+    elif verb == "set_user_tags":
+        user, *tags = args
+        assert _namespace_of_user(user), command
+        assert tuple(tags) == broker_identity.USER_TAGS, command
+    else:
+        raise AssertionError(f"no check for {command}")
+    return Ran(command, 0, "", "")
+
+
+def _namespace_of_user(user: str) -> tuple[str, bool]:
+    """The namespace a user of `asya.broker_identity` is for, and whether it is KEDA's."""
+    namespace = user.removeprefix("asya.").removesuffix(".keda")
+    keda = user == broker_identity.keda_user(namespace)
+    assert keda or user == broker_identity.actors_user(namespace), f"{user}: no identity's user"
+    return namespace, keda
 
 
 Checker = Callable[[Command, list[str], Path], Ran]
@@ -284,4 +340,5 @@ CHECKERS: dict[str, Checker] = {
     "scripts/test": _script,
     "helm": _helm,
     "kubectl": _kubectl,
+    "rabbitmqctl": _rabbitmqctl,
 }
