@@ -32,6 +32,17 @@ How a pod is mapped onto this machine (the "image" is this venv; `image` is igno
 
 Processes start in the pod's volume directory. A Deployment's pods are named `<deployment>-<n>`
 (n counts every pod this kubelet started).
+
+**Rollouts**, as Kubernetes' controllers do them, so that a test sees what a template change
+does to the pods: each pod remembers the hash of the template it was made from. A Deployment
+with `RollingUpdate` (the default) creates pods of the new template while the pods not being
+stopped number under `replicas + maxSurge`, and stops old ones (not ready ones first) while
+the ready pods would stay at least `replicas - maxUnavailable` (percentages of `replicas`:
+surge rounded up, unavailable down; both 0 means an unavailable of 1, as Kubernetes has it);
+`Recreate` stops every old pod before it starts a new one. A StatefulSet with `RollingUpdate`
+(the default) replaces its highest-ordinal old pod once every pod is ready, one at a time;
+with `OnDelete` it replaces none (a pod is made anew only when it is gone). Every change of a
+workload's pods is recorded in `history` (`Snapshot`): what a test counts pods on.
 """
 
 from __future__ import annotations
@@ -39,8 +50,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import hashlib
 import json
 import logging
+import math
 import os
 import shutil
 import signal
@@ -77,6 +90,8 @@ class Pod:
     labels: dict[str, str] = field(default_factory=dict)
     processes: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
     ready: bool = False
+    template: str = ""
+    """The hash of the pod template it was made from (`template_hash`)."""
 
     def is_running(self) -> bool:
         return any(p.returncode is None for p in self.processes.values())
@@ -96,6 +111,47 @@ class Pod:
                     _log.warning("pod killed after its grace period", extra={"pod": self.name})
                     process.kill()
             await asyncio.gather(*(p.wait() for p in alive))
+
+
+def template_hash(workload: dict[str, Any]) -> str:
+    """A short hash of a workload's pod template: pods of one template share it."""
+    encoded = json.dumps(workload["spec"]["template"], sort_keys=True).encode()
+    return hashlib.sha256(encoded).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A workload's pods after one change the kubelet made to them (a pod started or stopped):
+    the pods not being stopped, by template hash, and how many are being stopped."""
+
+    kind: str
+    namespace: str
+    name: str
+    running: dict[str, int]
+    """Template hash -> pods of it not being stopped."""
+    stopping: int
+
+    @property
+    def pods(self) -> int:
+        return sum(self.running.values())
+
+
+def _rolling_bounds(strategy: dict[str, Any], replicas: int) -> tuple[int, int]:
+    """(maxSurge, maxUnavailable) of a RollingUpdate as pod counts, as Kubernetes resolves
+    them: a percentage of `replicas`, surge rounded up and unavailable down; 0 and 0 is 0 and 1."""
+    rolling = strategy.get("rollingUpdate") or {}
+
+    def resolved(value: int | str, round_up: bool) -> int:
+        if isinstance(value, int):
+            return value
+        share = replicas * int(value.rstrip("%")) / 100
+        return math.ceil(share) if round_up else math.floor(share)
+
+    surge = resolved(rolling.get("maxSurge", "25%"), round_up=True)
+    unavailable = resolved(rolling.get("maxUnavailable", "25%"), round_up=False)
+    if surge == 0 and unavailable == 0:
+        unavailable = 1
+    return surge, unavailable
 
 
 class Kubelet:
@@ -125,6 +181,9 @@ class Kubelet:
         self._tasks: list[asyncio.Task[None]] = []
         self._serial = 0
         self._started: list[asyncio.subprocess.Process] = []
+        self._stopping_of: dict[tuple[str, str, str], int] = {}
+        self.history: list[Snapshot] = []
+        """Every workload's pods after each change, in order (see `Snapshot`)."""
 
     def pods(self, namespace: str, deployment: str, kind: str = "Deployment") -> list[Pod]:
         """The running pods of a Deployment or StatefulSet (not those being stopped)."""
@@ -222,18 +281,17 @@ class Kubelet:
     async def _sync(self, key: tuple[str, str, str]) -> None:
         body = self._workloads.get(key)
         pods = self._pods.setdefault(key, [])
-        wanted = 0 if body is None else int(body["spec"].get("replicas", 1))
-        while len(pods) > wanted:
-            self._stop_in_background(pods.pop())  # a StatefulSet's highest ordinal first
-        while len(pods) < wanted:
-            assert body is not None
-            ordinal = len(pods) if key[0] == "StatefulSet" else None
-            pods.append(await self._start_pod(body, ordinal))
         for pod in pods:
             pod.ready = pod.is_running() and await self._is_ready(pod)
         if body is None:
+            while pods:
+                self._stop(key, pods, pods[-1])
             self._pods.pop(key)
             return
+        if key[0] == "Deployment":
+            await self._roll_deployment(key, body, pods)
+        else:
+            await self._roll_statefulset(key, body, pods)
         ready = sum(pod.ready for pod in pods)
         status = {
             "observedGeneration": int(body["metadata"].get("generation", 1)),
@@ -245,10 +303,83 @@ class Kubelet:
             await self._patch_status(key, status)
             self._written[key] = status
 
-    def _stop_in_background(self, pod: Pod) -> None:
+    async def _roll_deployment(
+        self, key: tuple[str, str, str], body: dict[str, Any], pods: list[Pod]
+    ) -> None:
+        wanted = int(body["spec"].get("replicas", 1))
+        current = template_hash(body)
+        strategy = body["spec"].get("strategy") or {}
+        if strategy.get("type") == "Recreate":
+            old = [p for p in pods if p.template != current]
+            for pod in old:
+                self._stop(key, pods, pod)
+            if old or self._stopping_of.get(key):
+                return  # the new pods start once every old one is gone
+            surge, unavailable = 0, wanted
+        else:
+            surge, unavailable = _rolling_bounds(strategy, wanted)
+        # Scale down first where there are more pods of the template than wanted.
+        while sum(p.template == current for p in pods) > wanted:
+            self._stop(key, pods, next(p for p in reversed(pods) if p.template == current))
+        # Old pods that are not ready go first: they serve nothing.
+        for pod in [p for p in pods if p.template != current and not p.ready]:
+            self._stop(key, pods, pod)
+        while True:
+            old = [p for p in pods if p.template != current]
+            fresh = len(pods) - len(old)
+            if fresh < wanted and len(pods) < wanted + surge:
+                pods.append(await self._start_pod(body, None))
+                self._record(key, pods)
+                continue
+            ready = sum(p.ready for p in pods)
+            if old and (ready - 1 >= wanted - unavailable or len(pods) > wanted + surge):
+                self._stop(key, pods, old[-1])
+                continue
+            return
+
+    async def _roll_statefulset(
+        self, key: tuple[str, str, str], body: dict[str, Any], pods: list[Pod]
+    ) -> None:
+        wanted = int(body["spec"].get("replicas", 1))
+        current = template_hash(body)
+        while len(pods) > wanted:
+            self._stop(key, pods, pods[-1])  # the highest ordinal first
+        strategy = (body["spec"].get("updateStrategy") or {}).get("type", "RollingUpdate")
+        old = [p for p in pods if p.template != current]
+        if strategy == "RollingUpdate" and old and all(p.ready for p in pods):
+            # One at a time, the highest ordinal first; made anew below under its ordinal.
+            self._stop(key, pods, old[-1])
+        taken = {int(p.labels[POD_INDEX_LABEL]) for p in pods}
+        for ordinal in range(wanted):
+            if ordinal not in taken:
+                pods.append(await self._start_pod(body, ordinal))
+                pods.sort(key=lambda p: int(p.labels[POD_INDEX_LABEL]))
+                self._record(key, pods)
+
+    def _stop(self, key: tuple[str, str, str], pods: list[Pod], pod: Pod) -> None:
+        pods.remove(pod)
+        self._stopping_of[key] = self._stopping_of.get(key, 0) + 1
+
+        def stopped(_task: object) -> None:
+            self._stopping_of[key] -= 1
+            self._record(key, self._pods.get(key, []))
+            self._changed.set()
+
+        task = self._stop_in_background(pod)
+        task.add_done_callback(stopped)
+        self._record(key, pods)
+
+    def _record(self, key: tuple[str, str, str], pods: list[Pod]) -> None:
+        running: dict[str, int] = {}
+        for pod in pods:
+            running[pod.template] = running.get(pod.template, 0) + 1
+        self.history.append(Snapshot(*key, running, self._stopping_of.get(key, 0)))
+
+    def _stop_in_background(self, pod: Pod) -> asyncio.Task[None]:
         task = asyncio.create_task(pod.stop(), name=f"stop pod {pod.name}")
         self._stopping.add(task)
         task.add_done_callback(self._stopping.discard)
+        return task
 
     async def _is_ready(self, pod: Pod) -> bool:
         assert self._session is not None
@@ -277,6 +408,7 @@ class Kubelet:
             health_port=_free_port(),
             grace_s=float(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S)),
             labels=labels,
+            template=template_hash(workload),
         )
         volumes = {}
         for volume in spec.get("volumes", ()):

@@ -301,3 +301,26 @@ def test_replicas_follow_the_scale_subresource_within_the_scaling_bounds(
     actor = async_actor(replicas=replicas, scaling=scaling)
 
     assert deployment(actor)["spec"]["replicas"] == expected
+
+
+NO_SURGE = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+KUBERNETES_DEFAULT = {
+    "type": "RollingUpdate",
+    "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"},
+}
+
+
+@pytest.mark.parametrize(
+    ("fields", "strategy"),
+    [
+        ({"resources": {"gpus": 1}}, NO_SURGE),
+        ({"resources": {"gpus": 1}, "pool": "team-a"}, NO_SURGE),
+        ({"pool": "team-a"}, NO_SURGE),  # under quota: a surge pod would need quota it lacks
+        ({}, KUBERNETES_DEFAULT),
+    ],
+    ids=["gpus", "gpus-in-a-pool", "cpu-in-a-pool", "no-gpus-no-pool"],
+)
+def test_an_actor_with_gpus_or_quota_rolls_without_a_surge_pod_and_others_as_kubernetes_does(
+    fields, strategy
+):
+    assert deployment(async_actor(**fields))["spec"]["strategy"] == strategy

@@ -9,8 +9,9 @@ is `pods`'s, shared with the ActorGroups' StatefulSets; the KEDA objects and rep
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -41,12 +42,37 @@ from asya_operator.plans.scaling import (
     running_replicas,
 )
 
+NO_SURGE: Final = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+"""A rollout that replaces one pod at a time and never runs one beyond `replicas`."""
+
+KUBERNETES_ROLLOUT: Final = {
+    "type": "RollingUpdate",
+    "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"},
+}
+"""Kubernetes' own default, written out so that what a Deployment does is in its spec."""
+
+
+def rollout_strategy(actor: AsyncActor) -> dict[str, Any]:
+    """How `actor`'s Deployment rolls to a new template.
+
+    An actor that asks for GPUs, or runs under a pool's quota, rolls without surge: its pods
+    are exactly those admitted (or, on a full GPU pool, all there is), so a surge pod would
+    wait Pending for quota or a device nobody has and stall the rollout. One pod at a time is
+    stopped (it drains: in-flight calls finish, the rest goes back to the queue) and then
+    replaced; at 1 replica the actor is down from the old pod's stop until the new one is
+    ready, its queue waiting, nothing lost. Other actors keep Kubernetes' default surge.
+    """
+    if actor.spec.resources.gpus or actor.spec.pool is not None:
+        return copy.deepcopy(NO_SURGE)
+    return copy.deepcopy(KUBERNETES_ROLLOUT)
+
 
 def _deployment(
     meta: dict[str, Any],
     selector: dict[str, str],
     replicas: int,
     template: dict[str, Any],
+    strategy: dict[str, Any],
 ) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
@@ -55,6 +81,7 @@ def _deployment(
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": selector},
+            "strategy": strategy,
             "template": template,
         },
     }
@@ -96,7 +123,8 @@ def plan_deployment(
     )
     selector = selector_labels(name, ACTOR_COMPONENT)
     kueue = config.admission == "kueue"
-    deployment = _deployment(meta, selector, running_replicas(actor, quota=not kueue), template)
+    replicas = running_replicas(actor, quota=not kueue)
+    deployment = _deployment(meta, selector, replicas, template, rollout_strategy(actor))
     if kueue:
         queue_deployment(deployment, actor.spec.pool)
     return deployment
@@ -137,7 +165,13 @@ def plan_end_actors(
         }
         selector = selector_labels(end, END_ACTOR_COMPONENT)
         deployments.append(
-            _deployment(meta, selector, 1, pod_template(meta["labels"], pod_spec, config))
+            _deployment(
+                meta,
+                selector,
+                1,
+                pod_template(meta["labels"], pod_spec, config),
+                copy.deepcopy(KUBERNETES_ROLLOUT),
+            )
         )
     return deployments
 
