@@ -45,6 +45,7 @@ from asya_operator.api.metadata import (
     INSTANCE_LABEL,
     MANAGED_BY,
     MEMBER_LABEL,
+    TEMPLATE_HASH_LABEL,
     Owner,
 )
 from asya_operator.api.pool import Cohort, ResourcePool
@@ -200,6 +201,9 @@ class MemberPods:
     """Its status.readyReplicas."""
     gang_scheduler: str = "none"
     """The gang scheduler its pods were made for (`plans.gangs.GANG_SCHEDULER_LABEL`; none
+    before the label existed)."""
+    template_hash: str | None = None
+    """The hash of the pod template it runs (`plans.group_objects.TEMPLATE_HASH_LABEL`; None
     before the label existed)."""
 
 
@@ -675,6 +679,7 @@ def _group_pods(items: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[M
                 replicas=int(item.get("spec", {}).get("replicas") or 0),
                 ready=int((item.get("status") or {}).get("readyReplicas") or 0),
                 gang_scheduler=str(labels.get(GANG_SCHEDULER_LABEL, "none")),
+                template_hash=labels.get(TEMPLATE_HASH_LABEL),
             )
         )
     return found

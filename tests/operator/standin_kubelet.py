@@ -41,7 +41,10 @@ the ready pods would stay at least `replicas - maxUnavailable` (percentages of `
 surge rounded up, unavailable down; both 0 means an unavailable of 1, as Kubernetes has it);
 `Recreate` stops every old pod before it starts a new one. A StatefulSet with `RollingUpdate`
 (the default) replaces its highest-ordinal old pod once every pod is ready, one at a time;
-with `OnDelete` it replaces none (a pod is made anew only when it is gone). Every change of a
+with `OnDelete` it replaces none (a pod is made anew only when it is gone). A StatefulSet's
+pod is made only once the pod of its name has stopped. A workload deleted and made anew under
+the same name (a new uid) owns none of the old pods: they are stopped, as the garbage
+collector deletes them. Every change of a
 workload's pods is recorded in `history` (`Snapshot`): what a test counts pods on.
 """
 
@@ -92,6 +95,9 @@ class Pod:
     ready: bool = False
     template: str = ""
     """The hash of the pod template it was made from (`template_hash`)."""
+    owner: str | None = None
+    """The uid of the workload that made it: one made anew under the same name (a new uid)
+    does not own it, and it is stopped, as Kubernetes' garbage collector deletes it."""
 
     def is_running(self) -> bool:
         return any(p.returncode is None for p in self.processes.values())
@@ -130,6 +136,9 @@ class Snapshot:
     running: dict[str, int]
     """Template hash -> pods of it not being stopped."""
     stopping: int
+    owners: dict[str, int]
+    """Uid of the workload that made them -> pods not being stopped (a workload made anew
+    under the same name has another)."""
 
     @property
     def pods(self) -> int:
@@ -182,6 +191,7 @@ class Kubelet:
         self._serial = 0
         self._started: list[asyncio.subprocess.Process] = []
         self._stopping_of: dict[tuple[str, str, str], int] = {}
+        self._terminating: dict[tuple[str, str, str], set[str]] = {}
         self.history: list[Snapshot] = []
         """Every workload's pods after each change, in order (see `Snapshot`)."""
 
@@ -288,6 +298,8 @@ class Kubelet:
                 self._stop(key, pods, pods[-1])
             self._pods.pop(key)
             return
+        for pod in [p for p in pods if p.owner != body["metadata"].get("uid")]:
+            self._stop(key, pods, pod)
         if key[0] == "Deployment":
             await self._roll_deployment(key, body, pods)
         else:
@@ -350,8 +362,9 @@ class Kubelet:
             # One at a time, the highest ordinal first; made anew below under its ordinal.
             self._stop(key, pods, old[-1])
         taken = {int(p.labels[POD_INDEX_LABEL]) for p in pods}
+        terminating = self._terminating.get(key, set())
         for ordinal in range(wanted):
-            if ordinal not in taken:
+            if ordinal not in taken and f"{key[2]}-{ordinal}" not in terminating:
                 pods.append(await self._start_pod(body, ordinal))
                 pods.sort(key=lambda p: int(p.labels[POD_INDEX_LABEL]))
                 self._record(key, pods)
@@ -359,9 +372,11 @@ class Kubelet:
     def _stop(self, key: tuple[str, str, str], pods: list[Pod], pod: Pod) -> None:
         pods.remove(pod)
         self._stopping_of[key] = self._stopping_of.get(key, 0) + 1
+        self._terminating.setdefault(key, set()).add(pod.name)
 
         def stopped(_task: object) -> None:
             self._stopping_of[key] -= 1
+            self._terminating[key].discard(pod.name)
             self._record(key, self._pods.get(key, []))
             self._changed.set()
 
@@ -371,9 +386,11 @@ class Kubelet:
 
     def _record(self, key: tuple[str, str, str], pods: list[Pod]) -> None:
         running: dict[str, int] = {}
+        owners: dict[str, int] = {}
         for pod in pods:
             running[pod.template] = running.get(pod.template, 0) + 1
-        self.history.append(Snapshot(*key, running, self._stopping_of.get(key, 0)))
+            owners[str(pod.owner)] = owners.get(str(pod.owner), 0) + 1
+        self.history.append(Snapshot(*key, running, self._stopping_of.get(key, 0), owners))
 
     def _stop_in_background(self, pod: Pod) -> asyncio.Task[None]:
         task = asyncio.create_task(pod.stop(), name=f"stop pod {pod.name}")
@@ -409,6 +426,7 @@ class Kubelet:
             grace_s=float(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S)),
             labels=labels,
             template=template_hash(workload),
+            owner=meta.get("uid"),
         )
         volumes = {}
         for volume in spec.get("volumes", ()):

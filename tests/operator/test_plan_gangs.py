@@ -13,12 +13,15 @@ import msgspec
 import pytest
 import yaml
 from asya_operator.api.group import ActorGroup, InstanceStatus, MemberAdmission
+from asya_operator.api.metadata import TEMPLATE_HASH_LABEL
 from asya_operator.cli import main
 from asya_operator.config import OperatorConfig, load_operator_config
+from asya_operator.kube import MemberPods
 from asya_operator.plans.gangs import total_requests, unplaced_reason
-from asya_operator.plans.group_objects import plan_group
+from asya_operator.plans.group_objects import plan_group, template_hash
 from asya_operator.plans.group_status import plan_group_status
 from asya_operator.plans.instances import before_pass, placement
+from asya_operator.reconcile.admission import stale_instances
 
 from asya.admission.readiness import GangPhase
 from asya.settings import SettingsError
@@ -471,3 +474,55 @@ def test_a_quantity_in_exponent_form_leaves_volcanos_minimum_resources_out_not_t
 
     [pod_group] = of_kind(planned, "PodGroup")
     assert pod_group["spec"] == {"minMember": 4, "queue": "default"}
+
+
+def test_a_gangs_statefulsets_never_roll_ranks_and_carry_their_templates_hash(capsys, tmp_path):
+    planned = plan(capsys, tmp_path, "scheduling: {gangScheduler: volcano}")
+    statefulsets = of_kind(planned, "StatefulSet")
+
+    assert {s["spec"]["updateStrategy"]["type"] for s in statefulsets} == {"OnDelete"}
+    hashes = {
+        s["metadata"]["name"]: s["metadata"]["labels"][TEMPLATE_HASH_LABEL] for s in statefulsets
+    }
+    assert all(
+        h == template_hash(s["spec"]["template"])
+        for s, h in zip(statefulsets, hashes.values(), strict=True)
+    )
+    assert len(set(hashes.values())) == len(hashes)  # member and instance are in each template
+
+    again = plan(capsys, tmp_path, "scheduling: {gangScheduler: volcano}")
+    assert hashes == {
+        s["metadata"]["name"]: s["metadata"]["labels"][TEMPLATE_HASH_LABEL]
+        for s in of_kind(again, "StatefulSet")
+    }
+
+
+def _member_pods(name: str, instance: int, template: str | None) -> MemberPods:
+    return MemberPods(
+        name=name,
+        instance=instance,
+        member=name.split("-")[1],
+        replicas=1,
+        ready=1,
+        template_hash=template,
+    )
+
+
+def test_an_instance_restarts_whole_when_any_member_runs_another_template_or_an_unlabelled_one(
+    capsys, tmp_path
+):
+    planned = plan(capsys, tmp_path, "")
+    hashes = {
+        s["metadata"]["name"]: s["metadata"]["labels"][TEMPLATE_HASH_LABEL]
+        for s in of_kind(planned, "StatefulSet")
+    }
+    same = [_member_pods(name, int(name[-1]), h) for name, h in hashes.items()]
+    assert stale_instances(planned, same) == set()
+
+    changed = [p if p.name != "ddp-worker-1" else _member_pods(p.name, 1, "0" * 16) for p in same]
+    assert stale_instances(planned, changed) == {1}
+
+    unlabelled = [p if p.name != "ddp-leader-0" else _member_pods(p.name, 0, None) for p in same]
+    assert stale_instances(planned, unlabelled) == {0}
+    # A StatefulSet that is not planned (an instance that stops) restarts nothing.
+    assert stale_instances(planned, [_member_pods("ddp-worker-7", 7, None)]) == set()

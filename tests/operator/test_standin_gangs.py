@@ -298,3 +298,87 @@ async def test_keda_proposes_gang_instances_from_the_entry_queue_and_admission_d
         "back to zero instances once the queue is idle",
     )
     await wait_for(cluster, STATEFULSETS, namespace, "serve-leader-0", lambda o: o is None, "gone")
+
+
+@pytest.mark.timeout(180)
+async def test_a_running_gang_changed_in_image_restarts_whole_never_old_and_new_ranks_at_once(
+    cluster,
+    kube,
+    kubelet,
+    run_operator,
+    transport,
+    namespace,
+    amqp_url,
+    actor_names,
+    tmp_path,
+):
+    actor_names.update({"train-leader", "train-worker"})
+    custom = await gpus_for_gangs(cluster, kube, run_operator, namespace, amqp_url, tmp_path)
+    body = gang("train", {"leader": 1, "worker": 2})
+    await asyncio.to_thread(
+        custom.create_namespaced_custom_object, GROUP, VERSION, namespace, "actorgroups", body
+    )
+    # Given: the instance running whole, every pod ready, envelopes in flight
+    await wait_for(
+        cluster,
+        GROUPS,
+        namespace,
+        "train",
+        lambda g: status_of(g).get("ready") == 1 and bool(status_of(g).get("observedGeneration")),
+        "the gang running whole",
+    )
+    members = ("train-leader-0", "train-worker-0")
+    old = {cluster.current(STATEFULSETS, namespace, m)["metadata"]["uid"] for m in members}
+    since = len(kubelet.history)
+    client = Client(transport)
+    sent = {
+        await client.send([member], {"n": n})
+        for member in ("train-leader", "train-worker")
+        for n in range(6)
+    }
+
+    # When: the worker member's image changes
+    body["spec"]["members"][1]["template"]["image"] = "registry.example.com/standin:2"
+    patch = {"spec": {"members": body["spec"]["members"]}}
+    await asyncio.to_thread(
+        custom.patch_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        namespace,
+        "actorgroups",
+        "train",
+        patch,
+    )
+
+    # Then: the instance's StatefulSets are made anew and every pod runs from them
+    def made_anew() -> bool:
+        found = [cluster.current(STATEFULSETS, namespace, m) for m in members]
+        uids = {f["metadata"]["uid"] for f in found if f is not None}
+        pods = [p for m in members for p in kubelet.pods(namespace, m, "StatefulSet")]
+        return (
+            len(uids) == 2
+            and not uids & old
+            and len(pods) == 3
+            and all(p.ready and p.owner in uids for p in pods)
+        )
+
+    async with asyncio.timeout(2 * WAIT_S):
+        await kubelet.wait_until(made_anew)
+    # ... and at no change of the instance's pods did old and new ranks run together
+    state: dict[str, set[str]] = {}
+    mixed = []
+    for snapshot in kubelet.history[since:]:
+        if snapshot.namespace == namespace and snapshot.name in members:
+            state[snapshot.name] = set(snapshot.owners)
+            owners = set().union(*state.values())
+            if owners & old and owners - old:
+                mixed.append({name: sorted(uids) for name, uids in state.items()})
+    assert mixed == []
+    worker = cluster.current(STATEFULSETS, namespace, "train-worker-0")
+    assert worker["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    assert worker["spec"]["template"]["spec"]["containers"][0]["image"].endswith("standin:2")
+    # ... under the same admission, every envelope served
+    group = cluster.current(GROUPS, namespace, "train")
+    assert status_of(group).get("admitted") == 1
+    finals = await served(transport, sent)
+    assert set(finals) >= sent

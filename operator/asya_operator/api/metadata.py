@@ -138,6 +138,8 @@ INSTANCE_LABEL: Final = "asya.sh/instance"
 """Label naming the gang instance (0, 1, ...) an object of a group is made for."""
 MEMBER_LABEL: Final = "asya.sh/member"
 """Label naming the group member a StatefulSet and its pods run."""
+TEMPLATE_HASH_LABEL: Final = "asya.sh/template-hash"
+"""Label of a group's StatefulSet: the hash of its pod template (`plans.group_objects`)."""
 
 
 def group_selector(group: str) -> str:

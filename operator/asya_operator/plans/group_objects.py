@@ -8,7 +8,11 @@ StatefulSet gives every pod a fixed ordinal (the `apps.kubernetes.io/pod-index` 
 into `ASYA_GROUP_MEMBER_INDEX`) and, with the instance's headless Service, a DNS name
 (`{pod}.{service}.{namespace}.svc`) that exists before the pod is ready (the Service publishes
 unready addresses: readiness may depend on the rendezvous). `podManagementPolicy: Parallel`
-starts a gang's pods together rather than one after another.
+starts a gang's pods together rather than one after another. `updateStrategy: OnDelete`: a
+changed template never replaces a running instance's ranks one by one (a rank that cannot
+rejoin a running job hangs it); each StatefulSet carries its template's hash
+(`TEMPLATE_HASH_LABEL`), and the admission loop restarts an instance whole, under the same
+admission, when a member's planned hash differs from the one running.
 
 Each pod is an actor pod like an AsyncActor's (runtime + sidecar, the same security context,
 probes and volumes): the member's actor is `{group}-{member}`, whose queue every instance's
@@ -19,6 +23,8 @@ it), the instance's size and its leader's address; `asya.gang.membership` reads 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -30,6 +36,7 @@ from asya_operator.api.metadata import (
     GROUP_LABEL,
     INSTANCE_LABEL,
     MEMBER_LABEL,
+    TEMPLATE_HASH_LABEL,
     labels,
     object_meta,
 )
@@ -121,6 +128,9 @@ def plan_instance(
         members = [m.name for m in group.spec.members]
         queue_instance(statefulsets, members, gang_meta["name"], group.spec.pool)
     scheduled = gang_objects(group, gang_meta["name"], gang_meta, statefulsets, config)
+    for statefulset in statefulsets:  # the templates as they are applied, every change made
+        labels_of = statefulset["metadata"]["labels"]
+        labels_of[TEMPLATE_HASH_LABEL] = template_hash(statefulset["spec"]["template"])
     return [_service(group, namespace, instance), *scheduled, *statefulsets]
 
 
@@ -206,7 +216,15 @@ def _statefulset(
             "replicas": replicas,
             "serviceName": service_name(name, instance),
             "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "OnDelete"},
             "selector": {"matchLabels": selector},
             "template": template,
         },
     }
+
+
+def template_hash(template: Mapping[str, Any]) -> str:
+    """A short, stable hash of a pod template (its JSON with sorted keys): equal for equal
+    templates, whatever order their fields were built in."""
+    encoded = json.dumps(template, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(encoded).hexdigest()[:16]

@@ -54,7 +54,7 @@ from asya_operator.api.group import (
     held,
     known_instances,
 )
-from asya_operator.api.metadata import actor_name
+from asya_operator.api.metadata import TEMPLATE_HASH_LABEL, actor_name
 from asya_operator.api.pool import Cohort, ResourcePool
 from asya_operator.config import GangScheduler, OperatorConfig
 from asya_operator.kube import GANG_KEYS, AdmissionWorld, ApplyRefusedError, Kube, MemberPods
@@ -280,7 +280,15 @@ class AdmissionLoop:
             seen = ready.get(key, {})
             unserved = self._unserved_gang_scheduler(group, gangs.served)
             lacking |= await self._sync_group(
-                group, key[0], states[key], seen, world.nodes, now, refresh, unserved
+                group,
+                key[0],
+                states[key],
+                seen,
+                world.nodes,
+                now,
+                refresh,
+                unserved,
+                pods=[] if key in restarted else world.group_pods.get(key, []),
             )
         deadline = _next_deadline(groups, states)
         if lacking:  # the next pass says whether the nodes advertise them now
@@ -368,6 +376,7 @@ class AdmissionLoop:
                 shown=shown,
                 applied=applied,
                 kueue_missing=missing,
+                pods=pods,
             )
         at = datetime.fromtimestamp(now, UTC)
         for namespace, actor in [] if found.unreadable is not None else world.actors:
@@ -552,6 +561,7 @@ class AdmissionLoop:
         shown: Mapping[int, InstanceStatus] | None = None,
         applied: Mapping[int, Mapping[str, MemberHold]] | None = None,
         kueue_missing: str | None = None,
+        pods: Collection[MemberPods] = (),
     ) -> bool:
         """Apply the running instances' objects if what runs changed (or the group is to be
         refreshed: its spec changed), and write the status if it says something new. A group
@@ -560,7 +570,8 @@ class AdmissionLoop:
         objects. Whether its status names a flavor whose nodes lack an accelerator. With Kueue
         admitting, `shown` is what the status says of the instances (Kueue's decisions) and
         `applied` what runs now (the StatefulSets as they are), since the status no longer
-        tells that."""
+        tells that. `pods`: the group's StatefulSets as they are; an instance whose pods run
+        another template than planned restarts whole (`stale_instances`)."""
         name = group.metadata["name"]
         running = {i: held(s) for i, s in sorted(states.items()) if s.phase in HOLDING}
         before = applied
@@ -581,7 +592,18 @@ class AdmissionLoop:
             kueue_missing=kueue_missing,
         )
         if not problems and ((namespace, name) in refresh or running != before):
-            await self._kube.apply(plan_group(group, namespace, running, flavors, self._config))
+            planned = plan_group(group, namespace, running, flavors, self._config)
+            stale = stale_instances(planned, pods)
+            if stale:
+                # Whole, never rank by rank: the instance's pods go with its StatefulSets, and
+                # the apply makes them anew from the new template, under the same admission.
+                _log.info(
+                    "restarted whole",
+                    extra={"object": f"{namespace}/{name}", "instances": sorted(stale)},
+                )
+                doomed = [("StatefulSet", p.name) for p in pods if p.instance in stale]
+                await self._kube.delete(namespace, doomed)
+            await self._kube.apply(planned)
         states = states if shown is None else shown
         shortage = find_group_shortage(group, states, ready, flavors, nodes)
         status = plan_group_status(
@@ -601,6 +623,17 @@ class AdmissionLoop:
                 fields = {"object": f"{namespace}/{name}", "problems": why}
                 _log.warning("ActorGroup not applied", extra=fields)
         return shortage is not None
+
+
+def stale_instances(planned: Sequence[Mapping[str, Any]], pods: Collection[MemberPods]) -> set[int]:
+    """The instances some of whose StatefulSets run another pod template than `planned` gives
+    them (or one from before templates were labelled with their hash)."""
+    wanted = {
+        str(o["metadata"]["name"]): o["metadata"]["labels"].get(TEMPLATE_HASH_LABEL)
+        for o in planned
+        if o.get("kind") == "StatefulSet"
+    }
+    return {p.instance for p in pods if p.name in wanted and p.template_hash != wanted[p.name]}
 
 
 class AdmissionPassError(RuntimeError):
