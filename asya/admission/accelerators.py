@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from asya.admission.model import PodSet, Pool
-from asya.admission.quotas import FlavorQuotas
+from asya.admission.quotas import FlavorQuotas, ResourceQuota, quota_milli
 
 
 class AcceleratorFallbackCause(enum.StrEnum):
@@ -58,7 +58,15 @@ def is_accelerator(resource: str) -> bool:
 
 
 def offers_accelerators(flavor: FlavorQuotas) -> bool:
-    return any(is_accelerator(quota.name) for quota in flavor.resources)
+    """Whether the flavor has quota for an accelerator: a nominal or a borrowing limit above 0.
+    A flavor that lists `nvidia.com/gpu` at `nominal: 0` (as Kueue asks of every flavor of a
+    resource group) offers none: it is a flavor without accelerators."""
+    return any(_has_quota(quota) for quota in flavor.resources if is_accelerator(quota.name))
+
+
+def _has_quota(quota: ResourceQuota) -> bool:
+    nominal, borrowing, _lending = quota_milli(quota)
+    return nominal > 0 or (borrowing is not None and borrowing > 0)
 
 
 def asks_for_accelerators(requests: Mapping[str, int]) -> bool:

@@ -211,3 +211,17 @@ def test_the_admission_page_names_every_cause_and_nothing_else():
     documented = [row.split("|")[1].strip().strip("`") for row in lines[start:end]]
 
     assert sorted(documented) == sorted(cause.value for cause in AcceleratorFallbackCause)
+
+
+def test_a_flavor_listing_an_accelerator_at_nominal_zero_is_one_without_accelerators(run):
+    # Kueue asks every flavor of a resource group to list each resource: a CPU flavor says
+    # nvidia.com/gpu: 0. It offers no GPU, so a CPU pod set prefers it and needs no fallback.
+    kueue_style = {
+        "h100": {"cpu": 64, "memory": "512Gi", "nvidia_com_gpu": 8},
+        "cpu": {"cpu": 4, "memory": "16Gi", "nvidia_com_gpu": 0},
+    }
+
+    done = run([pool("p", **kueue_style)], [workload("web", "p", cpu=1)])
+
+    assert done.flavor("web") == "cpu"
+    assert "acceleratorFallbacks" not in done.admitted["web"]
