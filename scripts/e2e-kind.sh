@@ -5,7 +5,8 @@
 # must reach happy-end, taking the same routes as in `asya dev`.
 #
 # For a machine with a Docker engine, kind, kubectl and helm, and asya's CLI installed with
-# its rabbitmq and yaml extras (`.venv/bin/asya` after `pip install -e '.[dev]'`). It is not
+# its rabbitmq and render extras (`.venv/bin/asya` after `pip install -e '.[rabbitmq,render]'`,
+# or '.[dev]'). It is not
 # part of the test suite, which runs where there is no Docker engine: there the operator is
 # tested end to end on a stand-in cluster (tests/operator). On GitHub,
 # .github/workflows/e2e.yml runs it on every push, on a hosted runner. Run it by hand:

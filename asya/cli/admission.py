@@ -56,6 +56,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def _is_object(document: object) -> bool:
+    return isinstance(document, dict) and "apiVersion" in document and "kind" in document
+
+
 def _parse(text: str, path: Path) -> dict[str, Any]:
     """Raises: AdmissionError if the file is not a mapping in YAML or JSON."""
     if path.suffix == ".json":
@@ -71,9 +75,18 @@ def _parse(text: str, path: Path) -> dict[str, Any]:
                 f"{path}: reading YAML needs PyYAML: pip install 'asya[yaml]' (or use .json)"
             ) from exc
         try:
-            raw = yaml.safe_load(text)
+            documents = list(yaml.safe_load_all(text))
         except yaml.YAMLError as exc:
             raise AdmissionError(f"{path}: not valid YAML: {exc}") from exc
+        raw = documents[0] if len(documents) == 1 else documents
+    objects = [d for d in (raw if isinstance(raw, list) else [raw]) if _is_object(d)]
+    if objects:
+        kinds = ", ".join(sorted({str(o["kind"]) for o in objects}))
+        raise AdmissionError(
+            f"{path}: holds Kubernetes objects ({kinds}), not a scenario: for what the operator"
+            f" would admit of them run `asya-operator plan {path}`; a scenario's format is in"
+            " docs/admission.md#scenario-format"
+        )
     if not isinstance(raw, dict):
         raise AdmissionError(f"{path}: a scenario is a mapping with cohorts, pools and workloads")
     return raw

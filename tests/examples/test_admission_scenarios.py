@@ -87,3 +87,16 @@ def test_a_bad_scenario_is_refused_with_what_to_fix(capsys, tmp_path, content, s
 
     assert code == 2
     assert expected in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["quickstart.yaml", "gpu-teams.yaml"])
+def test_a_file_of_custom_resources_is_refused_with_the_command_that_reads_it(capsys, name):
+    path = SCENARIOS.parent / "operator" / name
+
+    code = main(["admission", "simulate", str(path)])
+
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "holds Kubernetes objects (" in err
+    assert f"run `asya-operator plan {path}`" in err
+    assert "expected a single document" not in err

@@ -215,7 +215,53 @@ def test_every_push_runs_the_kind_script_with_the_tools_it_checks_for():
     _step_using(e2e, "azure/setup-kubectl")
     _step_using(e2e, "azure/setup-helm")
     (install,) = [s for s in _steps(e2e) if ".venv/bin/pip install" in s.get("run", "")]
-    assert "'.[rabbitmq,yaml]'" in install["run"]
+    assert "'.[rabbitmq,render]'" in install["run"]
+
+
+def test_the_e2e_install_step_gives_a_clean_venv_every_asya_command_the_kind_script_runs(
+    tmp_path,
+):
+    # Given: the workflow's own install step, run as written in a clean checkout's place
+    e2e = _workflow("e2e.yml")
+    (install,) = [s for s in _steps(e2e) if ".venv/bin/pip install" in s.get("run", "")]
+    venv = tmp_path / "venv"
+    script = install["run"].replace(".venv", str(venv)).replace("'.[", f"'{ROOT}[")
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    asya = str(venv / "bin" / "asya")
+    text = (ROOT / "scripts" / "e2e-kind.sh").read_text(encoding="utf-8")
+    used = set(re.findall(r'"\$ASYA" (\w+)', text))
+    assert used == {"dev", "render", "send", "results"}, used
+
+    # When: the script's checks and its asya commands that need no cluster, with that venv
+    imports = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import asya, yaml, aio_pika"], check=False
+    )
+    app = ROOT / "examples" / "quickstart"
+    runs = {
+        "dev": [asya, "dev", str(app), "--input", str(app / "inputs.jsonl"), "--quiet"],
+        "render": [asya, "render", str(app), "--image", "x/quickstart:1", "-o", "values.yaml"],
+        "send": [asya, "send", "--help"],
+        "results": [asya, "results", "--help"],
+    }
+    codes = {
+        name: subprocess.run(
+            argv, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False
+        )
+        for name, argv in runs.items()
+    }
+
+    # Then: each runs
+    assert imports.returncode == 0
+    assert {n: (c.returncode, c.stderr[-500:]) for n, c in codes.items() if c.returncode} == {}
+    assert (tmp_path / "values.yaml").read_text(encoding="utf-8").count("handler:") == 5
 
 
 def test_ci_runs_the_ci_entry_point_on_every_push_and_pull_request():
