@@ -163,6 +163,14 @@ BROKEN_BY_CEL = [
         "raise maxReplicas or lower minReplicas",
     ),
     (
+        "a group's fallback above its most instances",
+        changed(
+            GROUP,
+            spec__scaling={"maxReplicas": 2, "fallback": {"failureThreshold": 1, "replicas": 5}},
+        ),
+        "lower fallback.replicas or raise maxReplicas",
+    ),
+    (
         "a queue for a gang scheduler that has none",
         changed(GROUP, spec__scheduling={"gangScheduler": "kubernetes", "queue": "ml-b"}),
         "set gangScheduler to volcano or kai, or remove queue",

@@ -67,6 +67,14 @@ BROKEN_BY_CEL = [
         "raise maxReplicas or lower minReplicas",
     ),
     (
+        "fallback replicas above maxReplicas",
+        broken(
+            ACTOR,
+            spec__scaling={"maxReplicas": 2, "fallback": {"failureThreshold": 3, "replicas": 3}},
+        ),
+        "lower fallback.replicas or raise maxReplicas",
+    ),
+    (
         "a base delay above the longest",
         broken(ACTOR, spec__retry={"baseDelayMs": 5000, "maxDelayMs": 100}),
         "raise maxDelayMs or lower baseDelayMs",

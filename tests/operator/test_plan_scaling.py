@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from asya_operator.plans.scaling import plan_scaled_object, plan_trigger_authentication
 
-from tests.operator.plan_builders import async_actor
+from tests.operator.cr_validation import schema_errors
+from tests.operator.plan_builders import async_actor, keda_schema
 
 OWNER = {
     "apiVersion": "asya.sh/v1alpha1",
@@ -81,3 +82,34 @@ def test_the_trigger_authentication_gives_keda_the_management_url_as_host_from_t
     assert planned["spec"] == {
         "secretTargetRef": [{"parameter": "host", "name": "rabbit", "key": "management-url"}]
     }
+
+
+def test_pause_fallback_and_behavior_reach_the_scaled_object_as_keda_takes_them():
+    behavior = {
+        "scaleUp": {"policies": [{"type": "Pods", "value": 2, "periodSeconds": 60}]},
+        "scaleDown": {"stabilizationWindowSeconds": 600, "selectPolicy": "Min"},
+    }
+    actor = async_actor(
+        "score",
+        scaling={
+            "maxReplicas": 4,
+            "paused": True,
+            "fallback": {"failureThreshold": 3, "replicas": 2},
+            "behavior": behavior,
+        },
+    )
+
+    planned = plan_scaled_object(actor, "team-a")
+
+    assert planned["metadata"]["annotations"] == {"autoscaling.keda.sh/paused": "true"}
+    assert planned["spec"]["fallback"] == {"failureThreshold": 3, "replicas": 2}
+    assert planned["spec"]["advanced"] == {"horizontalPodAutoscalerConfig": {"behavior": behavior}}
+    assert schema_errors(planned, keda_schema("ScaledObject")) == []
+
+
+def test_an_actor_that_sets_none_of_them_gets_no_annotation_fallback_or_advanced():
+    planned = plan_scaled_object(async_actor("score", scaling={"paused": False}), "team-a")
+
+    assert "autoscaling.keda.sh/paused" not in planned["metadata"].get("annotations", {})
+    assert "fallback" not in planned["spec"]
+    assert "advanced" not in planned["spec"]

@@ -166,6 +166,53 @@ class ActorResources(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     ] = _RESOURCES.gpus
 
 
+class ScalingFallback(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Replicas KEDA keeps while it cannot read the queue depth (KEDA's `fallback`): with a
+    management API that does not answer, an actor is neither scaled to zero nor left where
+    the last read put it."""
+
+    failure_threshold: Annotated[
+        int, doc("Failed queue-depth reads in a row before the fallback replicas apply.", ge=1)
+    ]
+    replicas: Annotated[int, doc("Replicas run while the reads fail.", ge=0)]
+
+
+class ScalingPolicy(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """How much one scaling step may change the replicas within a period (the HPA's)."""
+
+    type: Annotated[Literal["Pods", "Percent"], doc("Pods: a count; Percent: of the current.")]
+    value: Annotated[int, doc("The count or percentage.", ge=1)]
+    period_seconds: Annotated[
+        int, doc("The window the change is counted over, in seconds.", ge=1, le=1800)
+    ]
+
+
+class ScalingRules(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
+    """The HPA's rules for one direction of scaling."""
+
+    stabilization_window_seconds: Annotated[
+        Annotated[int, msgspec.Meta(ge=0, le=3600)] | None,
+        doc("Seconds of past recommendations the HPA takes the safest of (0 to 3600)."),
+    ] = None
+    select_policy: Annotated[
+        Literal["Max", "Min", "Disabled"] | None,
+        doc("Which policy wins when several apply (Max by default); Disabled: no scaling."),
+    ] = None
+    policies: Annotated[
+        list[ScalingPolicy] | None, doc("The policies; the HPA's defaults when unset.")
+    ] = None
+
+
+class ScalingBehavior(
+    msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True
+):
+    """The HPA's scaling behavior KEDA gives the actor (KEDA's
+    `advanced.horizontalPodAutoscalerConfig.behavior`): how fast it scales up and down."""
+
+    scale_up: Annotated[ScalingRules | None, doc("Rules for scaling up.")] = None
+    scale_down: Annotated[ScalingRules | None, doc("Rules for scaling down.")] = None
+
+
 class ActorScaling(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """Replica bounds and the queue-depth rule KEDA's RabbitMQ scaler applies."""
 
@@ -174,6 +221,11 @@ class ActorScaling(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
             rule="self.minReplicas <= self.maxReplicas",
             message="scaling.minReplicas must not be above scaling.maxReplicas:"
             " raise maxReplicas or lower minReplicas",
+        ),
+        Validation(
+            rule="!has(self.fallback) || self.fallback.replicas <= self.maxReplicas",
+            message="scaling.fallback.replicas must not be above scaling.maxReplicas:"
+            " lower fallback.replicas or raise maxReplicas",
         ),
     )
 
@@ -208,6 +260,21 @@ class ActorScaling(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
             ge=0,
         ),
     ] = whole_seconds(_SCALING.cooldown_s)
+    paused: Annotated[
+        bool | None,
+        doc(
+            "true: stop scaling the actor; KEDA keeps its replicas where they are until this is"
+            " false or unset again (KEDA's autoscaling.keda.sh/paused annotation)."
+        ),
+    ] = None
+    fallback: Annotated[
+        ScalingFallback | None,
+        doc("Replicas kept while KEDA cannot read the queue depth (none: KEDA's own handling)."),
+    ] = None
+    behavior: Annotated[
+        ScalingBehavior | None,
+        doc("How fast the actor scales up and down (the HPA's behavior; none: its defaults)."),
+    ] = None
 
 
 class ActorRetry(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+import msgspec
+
 from asya.queue_names import queue_name
 from asya_operator.api.actor import AsyncActor
 from asya_operator.api.group import ActorGroup, member_actor
@@ -20,6 +22,8 @@ from asya_operator.api.metadata import ACTOR_COMPONENT, GROUP_COMPONENT, actor_n
 from asya_operator.api.template import BROKER_MANAGEMENT_URL_KEY, ActorScaling
 
 KEDA_API_VERSION: Final = "keda.sh/v1alpha1"
+PAUSED_ANNOTATION: Final = "autoscaling.keda.sh/paused"
+"""KEDA stops scaling a ScaledObject that carries it ("true"), at the replicas it has."""
 
 
 def desired_replicas(actor: AsyncActor) -> int:
@@ -114,32 +118,36 @@ def _scaled_object(
     The vhost is the management URL's path (`http://user:pass@host:15672/vhost`), so no
     `vhostName` is set. Trigger metadata values are strings: KEDA's CRD types them so.
     """
-    return {
-        "apiVersion": KEDA_API_VERSION,
-        "kind": "ScaledObject",
-        "metadata": object_meta(name, namespace, component, [owner], controller=True),
-        "spec": {
-            "scaleTargetRef": {
-                "apiVersion": owner.api_version,
-                "kind": owner.kind,
-                "name": owner.metadata["name"],
-            },
-            "pollingInterval": scaling.polling_interval,
-            "cooldownPeriod": scaling.cooldown_period,
-            "minReplicaCount": scaling.min_replicas,
-            "maxReplicaCount": scaling.max_replicas,
-            "triggers": [
-                {
-                    "type": "rabbitmq",
-                    "metadata": {
-                        "protocol": "http",
-                        "mode": "QueueLength",
-                        "value": str(scaling.queue_length),
-                        "activationValue": str(scaling.activation_queue_length),
-                        "queueName": queue_name(namespace, queue_actor),
-                    },
-                    "authenticationRef": {"name": name},
-                }
-            ],
+    meta = object_meta(name, namespace, component, [owner], controller=True)
+    if scaling.paused:
+        meta.setdefault("annotations", {})[PAUSED_ANNOTATION] = "true"
+    spec: dict[str, Any] = {
+        "scaleTargetRef": {
+            "apiVersion": owner.api_version,
+            "kind": owner.kind,
+            "name": owner.metadata["name"],
         },
+        "pollingInterval": scaling.polling_interval,
+        "cooldownPeriod": scaling.cooldown_period,
+        "minReplicaCount": scaling.min_replicas,
+        "maxReplicaCount": scaling.max_replicas,
+        "triggers": [
+            {
+                "type": "rabbitmq",
+                "metadata": {
+                    "protocol": "http",
+                    "mode": "QueueLength",
+                    "value": str(scaling.queue_length),
+                    "activationValue": str(scaling.activation_queue_length),
+                    "queueName": queue_name(namespace, queue_actor),
+                },
+                "authenticationRef": {"name": name},
+            }
+        ],
     }
+    if scaling.fallback is not None:
+        spec["fallback"] = msgspec.to_builtins(scaling.fallback)
+    if scaling.behavior is not None:
+        behavior = msgspec.to_builtins(scaling.behavior)
+        spec["advanced"] = {"horizontalPodAutoscalerConfig": {"behavior": behavior}}
+    return {"apiVersion": KEDA_API_VERSION, "kind": "ScaledObject", "metadata": meta, "spec": spec}
