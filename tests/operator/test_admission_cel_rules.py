@@ -61,6 +61,16 @@ BROKEN_BY_CEL = [
     ("a cohort that is its own parent", changed(COHORT, spec__parent="eng"), "name another"),
     ("a group without members", changed(GROUP, spec__members=[]), "spec.members is empty"),
     (
+        "a member's timeout of 0",
+        changed(
+            GROUP,
+            spec__members=[
+                member(template={**member()["template"], "timeoutSeconds": 0.0}),
+            ],
+        ),
+        "template.timeoutSeconds must be above 0",
+    ),
+    (
         "a member's minimum above its replicas",
         changed(GROUP, spec__members=[member(minReplicas=5)]),
         "lower minReplicas or raise replicas",

@@ -180,3 +180,28 @@ def test_every_object_is_valid(version):
             assert schema_errors(obj, keda_schema(obj["kind"])) == [], obj["metadata"]["name"]
         else:
             kubernetes_validate.validate(obj, version, strict=True)
+
+
+def test_a_members_timeout_reaches_its_runtime_and_its_pods_drain_for_it():
+    body = changed(
+        GROUP,
+        metadata__uid="6f1c1c9e-0000-4000-8000-0000000000aa",
+        spec__members=[
+            member(name="coordinator", replicas=1),
+            member(
+                name="worker",
+                replicas=3,
+                template={**member()["template"], "timeoutSeconds": 900.0},
+            ),
+        ],
+    )
+
+    planned = by_name(objects(body))
+
+    worker = planned["StatefulSet", "ddp-worker-0"]
+    coordinator = planned["StatefulSet", "ddp-coordinator-0"]
+    assert env(worker)["ASYA_ACTOR_OVERRIDES"] == '{"timeoutSeconds":900.0}'
+    assert env(worker)["ASYA_GRACE_S"] == "900"
+    assert worker["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 900 + 15
+    assert "ASYA_ACTOR_OVERRIDES" not in env(coordinator)
+    assert coordinator["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 300 + 15

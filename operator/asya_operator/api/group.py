@@ -68,7 +68,22 @@ _READINESS: Final = ReadinessPolicy()
 class MemberTemplate(ActorTemplate, frozen=True, kw_only=True, rename="camel"):
     """The actor each replica of a member runs: image, handler, environment, what it asks for."""
 
-    VALIDATIONS: ClassVar[tuple[Validation, ...]] = template_validations("template")
+    VALIDATIONS: ClassVar[tuple[Validation, ...]] = (
+        *template_validations("template"),
+        Validation(
+            rule="!has(self.timeoutSeconds) || self.timeoutSeconds > 0.0",
+            message="template.timeoutSeconds must be above 0: give the seconds a call may take,"
+            " or leave it out to keep the decorator's timeout",
+        ),
+    )
+
+    timeout_seconds: Annotated[
+        float | None,
+        doc(
+            "Override of the decorator's timeout_s; unset = the decorator's. A pod drains for at"
+            " least this long on SIGTERM (its termination grace follows)."
+        ),
+    ] = None
 
 
 class GroupMember(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):

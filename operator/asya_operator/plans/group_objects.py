@@ -28,6 +28,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
+import msgspec
+
 from asya.settings import env_var
 from asya_operator.api.flavor import ResourceFlavor
 from asya_operator.api.group import ActorGroup, GroupMember, member_actor
@@ -191,6 +193,10 @@ def _statefulset(
     pod_labels[MEMBER_LABEL] = member.name
     meta["labels"] = dict(pod_labels)
     extra = [env_entry(env_var(key), value) for key, value in gang.items()]
+    if member.template.timeout_seconds is not None:
+        # As an AsyncActor's: the runtime applies the CR's timeout over the decorator's.
+        overrides = msgspec.json.encode({"timeoutSeconds": member.template.timeout_seconds})
+        extra.append(env_entry(env_var("actor_overrides"), overrides.decode()))
     extra.append(
         {
             "name": env_var("group_member_index"),

@@ -35,6 +35,7 @@ from asya.envelope import ENVELOPE_OVERHEAD_BYTES, Limits
 from asya.settings import ProcessSettings, env_var
 from asya_operator.api.actor import AsyncActor, AsyncActorSpec
 from asya_operator.api.flavor import ResourceFlavor, Taint
+from asya_operator.api.group import MemberTemplate
 from asya_operator.api.template import (
     BROKER_AMQP_URL_KEY,
     SOCKET_VOLUME,
@@ -78,14 +79,15 @@ class Execution:
 
 def execution(spec: ActorTemplate) -> Execution:
     """An AsyncActor's `timeoutSeconds`, `concurrency` and `batch.size` where it sets them, else
-    `@actor`'s defaults (a group member's template has none of these fields)."""
+    `@actor`'s defaults (a group member's template has `timeoutSeconds` only)."""
     timeout_s, concurrency, batch = (
         _ACTOR_DEFAULTS.timeout_s,
         _ACTOR_DEFAULTS.concurrency,
         _ACTOR_DEFAULTS.batch or 1,
     )
-    if isinstance(spec, AsyncActorSpec):
+    if isinstance(spec, AsyncActorSpec | MemberTemplate):
         timeout_s = spec.timeout_seconds or timeout_s
+    if isinstance(spec, AsyncActorSpec):
         concurrency = spec.concurrency or concurrency
         batch = spec.batch.size if spec.batch is not None else batch
     return Execution(timeout_s=timeout_s, concurrency=concurrency, batch=batch)
