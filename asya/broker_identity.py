@@ -16,6 +16,7 @@ its tags) and says in words what it reaches beyond its namespace; `asya status` 
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Iterable
 from typing import Final
 
@@ -54,6 +55,45 @@ def keda_user(namespace: str) -> str:
     """The user KEDA reads `namespace`'s queue depths as: `asya.{namespace}.keda` (a `.` is in
     no namespace, so no namespace's own user has this name)."""
     return f"{actors_user(namespace)}.keda"
+
+
+def identity_urls(
+    admin_amqp_url: str,
+    admin_management_url: str,
+    namespace: str,
+    password: str,
+    keda_password: str,
+) -> tuple[str, str]:
+    """The `amqp-url` and `management-url` of `namespace`'s broker Secret: the hosts, ports and
+    schemes of an administrator's URLs, with the namespace's users, passwords and vhost."""
+    return (
+        _as_user(admin_amqp_url, actors_user(namespace), password, vhost(namespace)),
+        _as_user(admin_management_url, keda_user(namespace), keda_password, vhost(namespace)),
+    )
+
+
+def on_vhost(url: str, path_vhost: str) -> str:
+    """`url` (its scheme, credentials, host and port) on the vhost `path_vhost`."""
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(
+        parts._replace(path="/" + urllib.parse.quote(path_vhost, safe=""), query="")
+    )
+
+
+def passwords_of(amqp_url: str, management_url: str) -> tuple[str, str]:
+    """The (actors', KEDA's) passwords in a broker Secret's URLs ("" where none is given)."""
+    return (
+        urllib.parse.unquote(urllib.parse.urlsplit(amqp_url).password or ""),
+        urllib.parse.unquote(urllib.parse.urlsplit(management_url).password or ""),
+    )
+
+
+def _as_user(url: str, user: str, password: str, path_vhost: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    auth = f"{urllib.parse.quote(user, safe='')}:{urllib.parse.quote(password, safe='')}"
+    path = "/" + urllib.parse.quote(path_vhost, safe="")
+    return urllib.parse.urlunsplit((parts.scheme, f"{auth}@{host}", path, "", ""))
 
 
 def namespace_of_queue(queue: str) -> str | None:

@@ -30,6 +30,10 @@ Admission = Literal["builtin", "kueue"]
 """Who admits actors' replicas and gang instances: asya's own quota (`builtin`: ResourcePools,
 Cohorts), or Kueue (`kueue`: each pool name is a LocalQueue; `asya_operator.plans.kueue`)."""
 
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_SECRET_REF: Final = rf"^$|^{_LABEL}/{_LABEL}(\.{_LABEL})*$"
+"""Empty, or `namespace/name` of a Secret."""
+
 _RUNTIME: Final = RuntimeSettings()
 _SIDECAR: Final = SidecarSettings()
 
@@ -87,6 +91,12 @@ class OperatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Refuse an AsyncActor or ActorGroup that asks for GPUs and has no pool (neither
     `spec.pool` nor its namespace's `asya.sh/default-pool` label): it is Degraded
     (PoolRequired) and nothing is applied for it, so no GPU runs outside quota."""
+    broker_admin_secret: Annotated[str, msgspec.Meta(pattern=_SECRET_REF)] = ""
+    """`namespace/name` of a Secret holding a RabbitMQ administrator's `amqp-url` and
+    `management-url` (the operator's own namespace, never a team's). Set: the operator makes
+    each namespace's broker identity (its vhost and users, docs/tenancy.md) and its
+    `asya-broker` Secret when an actor needs it and none exists, and removes them with the
+    namespace's last actor. Empty: the platform makes them."""
 
 
 def operator_env_var(field_name: str) -> str:

@@ -332,6 +332,20 @@ class Kube:
         """The Secret's data, decoded (None: no such Secret)."""
         return await self._call(_read_secret, namespace, name)
 
+    async def read_secret_labels(self, namespace: str, name: str) -> dict[str, str] | None:
+        """The Secret's labels (None: no such Secret)."""
+        return await self._call(_read_secret_labels, namespace, name)
+
+    async def create_secret(
+        self, namespace: str, name: str, labels: Mapping[str, str], data: Mapping[str, str]
+    ) -> bool:
+        """Create a Secret of `data` (plain text); False when one of that name exists."""
+        return await self._call(_create_secret, namespace, name, dict(labels), dict(data))
+
+    async def delete_secret(self, namespace: str, name: str) -> None:
+        """Delete a Secret (gone already: nothing to do)."""
+        await self._call(_delete_secret, namespace, name)
+
     async def read_flavors(self, names: Iterable[str]) -> dict[str, ResourceFlavor]:
         """The ResourceFlavors of those `names` that exist."""
         return await self._call(_read_flavors, sorted(set(names)))
@@ -529,6 +543,35 @@ def _read_secret(api: ApiClient, namespace: str, name: str) -> dict[str, str] | 
         return None
     data = secret.data or {}
     return {key: base64.b64decode(value).decode() for key, value in data.items()}
+
+
+def _read_secret_labels(api: ApiClient, namespace: str, name: str) -> dict[str, str] | None:
+    secret = _get(CoreV1Api(api).read_namespaced_secret, name, namespace)
+    if secret is None:
+        return None
+    return dict(secret.metadata.labels or {})
+
+
+def _create_secret(
+    api: ApiClient, namespace: str, name: str, labels: dict[str, str], data: dict[str, str]
+) -> bool:
+    encoded = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
+    body: Any = {"metadata": {"name": name, "labels": labels}, "data": encoded}
+    try:
+        CoreV1Api(api).create_namespaced_secret(namespace, body)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+        return False
+    return True
+
+
+def _delete_secret(api: ApiClient, namespace: str, name: str) -> None:
+    try:
+        CoreV1Api(api).delete_namespaced_secret(name, namespace)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
 
 
 def _read_flavors(api: ApiClient, names: Iterable[str]) -> dict[str, ResourceFlavor]:

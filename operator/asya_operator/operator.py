@@ -23,6 +23,7 @@ from asya_operator.config import OperatorConfig
 from asya_operator.handlers.actors import ActorHandlers
 from asya_operator.handlers.groups import GroupHandlers
 from asya_operator.handlers.namespaces import NamespaceHandlers
+from asya_operator.identities import Identities
 from asya_operator.kube import Kube
 from asya_operator.reconcile.actors import ActorReconciler
 from asya_operator.reconcile.admission import AdmissionLoop
@@ -62,10 +63,15 @@ def build(
     only, or every namespace (none); `clock` is the admission loop's (Unix seconds)."""
     kube = Kube(*namespaces, timeout_s=config.api_timeout_s, threads=config.api_threads)
     admission = AdmissionLoop(kube, config, clock=clock)
+    identities = Identities(kube, config)
     actors = ActorReconciler(
-        kube, config, settle=admission.settle, between_passes=admission.between_passes
+        kube,
+        config,
+        settle=admission.settle,
+        between_passes=admission.between_passes,
+        identities=identities,
     )
-    groups = GroupReconciler(kube, config, settle=admission.settle)
+    groups = GroupReconciler(kube, config, settle=admission.settle, identities=identities)
     # Live while kopf's event loop answers; the metrics are the operator's own.
     health = HealthServer(config.port, live=_always, ready=_always, metrics=metrics.exposition)
     registry = kopf.OperatorRegistry()

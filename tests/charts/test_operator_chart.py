@@ -184,7 +184,8 @@ def test_the_cluster_role_grants_what_the_operator_calls_and_deletes_only_what_i
         ("scheduling.volcano.sh", "podgroups"),
         ("scheduling.run.ai", "podgroups"),
     }
-    # Secrets are read and watched (an actor's Secret going is in its status), never written.
+    # Secrets are read and watched (an actor's Secret going is in its status), never written
+    # (but with a broker administrator: below).
     assert {rule for rule in granted if rule[1] == "secrets"} == {
         ("", "secrets", verb) for verb in ("get", "list", "watch")
     }
@@ -294,3 +295,45 @@ def test_the_pod_monitor_selects_every_actor_pod_the_operator_makes_on_its_healt
     assert endpoint["port"] in ports
     assert endpoint["path"] == pod["metadata"]["annotations"]["prometheus.io/path"] == "/metrics"
     assert of_kind(rendered(OPERATOR_CHART, OPERATOR_IMAGES), "PodMonitor") == {}
+
+
+def test_with_a_broker_administrator_the_operator_may_create_and_delete_secrets_and_read_its_own():
+    admin = {"config": {"brokerAdminSecret": "asya-system/rabbitmq-admin"}}
+
+    everywhere = rendered(OPERATOR_CHART, {**OPERATOR_IMAGES, **admin})
+    watching = rendered(OPERATOR_CHART, {**OPERATOR_IMAGES, **admin, "watchNamespace": "team-a"})
+
+    assert {rule for rule in rules(everywhere) if rule[1] == "secrets"} == {
+        ("", "secrets", verb) for verb in ("get", "list", "watch", "create", "delete")
+    }
+    assert env_of(everywhere)["ASYA_OPERATOR_BROKER_ADMIN_SECRET"] == "asya-system/rabbitmq-admin"
+    # Watching team-a only: a Role there may write Secrets, and one in asya-system reads the
+    # administrator's Secret by name, nothing else of that namespace
+    roles = {
+        (r["metadata"]["namespace"], r["metadata"]["name"]): r
+        for r in of_kind(watching, "Role").values()
+    }
+    (team,) = [r for (ns, _), r in roles.items() if ns == "team-a"]
+    assert {"create", "delete"} <= {
+        v for rule in team["rules"] if "secrets" in rule["resources"] for v in rule["verbs"]
+    }
+    (own,) = [
+        r
+        for (ns, name), r in roles.items()
+        if ns == "asya-system" and name.endswith("-broker-admin")
+    ]
+    assert own["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": ["rabbitmq-admin"],
+            "verbs": ["get"],
+        }
+    ]
+
+
+@pytest.mark.parametrize("value", ["rabbitmq-admin", "Asya/admin", "a/b/c"])
+def test_a_broker_administrator_secret_that_is_not_namespace_slash_name_is_refused(value):
+    values = {**OPERATOR_IMAGES, "config": {"brokerAdminSecret": value}}
+
+    assert "/config/brokerAdminSecret" in values_error(OPERATOR_CHART, values)

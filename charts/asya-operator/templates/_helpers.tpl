@@ -134,6 +134,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "list", "watch"]
+{{- if .Values.config.brokerAdminSecret }}
+# config.brokerAdminSecret: the operator makes each namespace's broker Secret (asya-broker)
+# and removes it with the namespace's last actor (docs/tenancy.md).
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["create", "delete"]
+{{- end }}
 {{ include "asya-operator.eventRules" . }}
 {{- end -}}
 

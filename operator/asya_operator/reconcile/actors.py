@@ -56,6 +56,7 @@ from asya_operator.api.decoding import StoredSpecError, decode
 from asya_operator.api.metadata import Owner, actor_name, secret_name
 from asya_operator.api.template import BROKER_AMQP_URL_KEY
 from asya_operator.config import OperatorConfig
+from asya_operator.identities import Identities
 from asya_operator.kube import ApplyRefusedError, Kube, World
 from asya_operator.plans.actor_objects import end_actor_owners, plan_actor, plan_end_actors
 from asya_operator.plans.actor_status import (
@@ -89,9 +90,11 @@ class ActorReconciler:
         *,
         settle: Callable[[], Awaitable[None]],
         between_passes: Callable[[], AbstractAsyncContextManager[None]],
+        identities: Identities | None = None,
     ) -> None:
         self._kube = kube
         self._config = config
+        self._identities = identities or Identities(kube, config)
         self._settle = settle
         self._between_passes = between_passes
         self._applying: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
@@ -136,6 +139,19 @@ class ActorReconciler:
             fresh = await self._read(namespace, actor_name(actor))
             actor = actor if fresh is None else fresh
         world = await self._kube.world(actor, namespace)
+        if self._identities.enabled:
+            try:
+                await self._identities.ensure(namespace, actor.spec.broker.secret_name)
+            except TransportError as exc:
+                problem = broker_unreachable(exc)
+                await self._report_seen(
+                    namespace, actor_name(actor), world.deployment_status, [problem]
+                )
+                raise kopf.TemporaryError(
+                    f"broker identity not made: {exc}; trying again in {recheck_s} s",
+                    delay=recheck_s,
+                ) from exc
+            world = await self._kube.world(actor, namespace)
         problems = self._problems(actor, namespace, world)
         if problems:
             # Nothing applied: the observed generation stays the last one that was.
@@ -265,6 +281,7 @@ class ActorReconciler:
             recheck_s=self._config.recheck_s,
             logger=logger,
         )
+        await self._identities.release(namespace)
 
     def _under_quota(self, actor: AsyncActor) -> bool:
         """Whether asya's own admission decides the actor's replicas (with Kueue admitting,

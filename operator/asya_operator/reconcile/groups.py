@@ -30,6 +30,7 @@ from asya_operator.api.group import ActorGroup, member_actor
 from asya_operator.api.metadata import secret_name
 from asya_operator.api.template import BROKER_AMQP_URL_KEY
 from asya_operator.config import OperatorConfig
+from asya_operator.identities import Identities
 from asya_operator.kube import Kube
 from asya_operator.plans.actor_objects import end_actor_owners, plan_end_actors
 from asya_operator.plans.conditions import Reason
@@ -47,10 +48,18 @@ class Settle(Protocol):
 class GroupReconciler:
     """Keeps ActorGroups' end actors and queues in line (see the module docstring)."""
 
-    def __init__(self, kube: Kube, config: OperatorConfig, *, settle: Settle) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        config: OperatorConfig,
+        *,
+        settle: Settle,
+        identities: Identities | None = None,
+    ) -> None:
         self._kube = kube
         self._config = config
         self._settle = settle
+        self._identities = identities or Identities(kube, config)
 
     async def reconcile(self, body: Mapping[str, Any], namespace: str) -> None:
         """Admit and apply an ActorGroup, declare its members' queues, or report what it lacks.
@@ -67,6 +76,12 @@ class GroupReconciler:
             # Tried again when the spec changes (an update), not before.
             raise kopf.PermanentError(f"Degraded, nothing applied: {exc}") from exc
         name = group.metadata["name"]
+        try:
+            await self._identities.ensure(namespace, group.spec.broker.secret_name)
+        except TransportError as exc:  # the pass reports the Secret it lacks meanwhile
+            raise kopf.TemporaryError(
+                f"broker identity not made: {exc}; trying again in {recheck_s} s", delay=recheck_s
+            ) from exc
         await self._settle(refresh=(namespace, name))
         fresh = await self._kube.read(ActorGroup, namespace, name)
         degraded = _degraded(fresh)
@@ -127,6 +142,7 @@ class GroupReconciler:
             recheck_s=self._config.recheck_s,
             logger=logger,
         )
+        await self._identities.release(namespace)
 
     async def _refuse(
         self, body: Mapping[str, Any], namespace: str, error: StoredSpecError

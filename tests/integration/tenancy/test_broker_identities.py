@@ -27,10 +27,11 @@ import aiormq
 import pytest
 from asya_operator.queues import declare_actor_queues
 
-from asya import broker_identity
+from asya import broker_admin, broker_identity
 from asya.client import Client
 from asya.queue_names import queue_name
 from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
+from asya.transport.rabbitmq_counts import messages_ready
 from asya.transport.records import RecordKind, records_stream_name
 from tests.broker import new_namespace
 from tests.docs.pages import DOCS, commands
@@ -69,7 +70,10 @@ class Tenant:
 
     @property
     def queue(self) -> str:
-        return queue_name(self.namespace, "echo")
+        return self.queue_of("echo")
+
+    def queue_of(self, actor: str) -> str:
+        return queue_name(self.namespace, actor)
 
     @property
     def keda_amqp_url(self) -> str:
@@ -126,16 +130,33 @@ def provision_as_the_guide_says(namespace: str, amqp_host: str, amqp_port: int) 
     return Tenant(namespace, secret["amqp-url"], secret["management-url"])
 
 
-@pytest.fixture(scope="module")
-def tenants(broker):
+def provision_as_the_operator_does(namespace: str, admin_amqp_url: str) -> Tenant:
+    """What the operator does with an administrator's credentials (`asya_operator.identities`):
+    the identity through the management API, the Secret's URLs from the admin's."""
+    parts = urllib.parse.urlsplit(admin_amqp_url)
+    admin_management = f"http://{parts.username}:{parts.password}@{parts.hostname}:15672/"
+    password, keda_password = secrets.token_hex(24), secrets.token_hex(24)
+    asyncio.run(broker_admin.provision(admin_management, namespace, password, keda_password))
+    amqp_url, management_url = broker_identity.identity_urls(
+        admin_amqp_url, admin_management, namespace, password, keda_password
+    )
+    return Tenant(namespace, amqp_url, management_url)
+
+
+@pytest.fixture(scope="module", params=["the guide's commands", "the operator's calls"])
+def tenants(broker, request):
+    """Two namespaces, each given its identity as the guide says, or as the operator does."""
     if broker.kind != "local" or shutil.which("rabbitmqctl") is None:
-        pytest.skip("the guide's rabbitmqctl commands need the local RabbitMQ server")
+        pytest.skip("needs the local RabbitMQ server (rabbitmqctl; guest an administrator)")
     admin = broker.url
     parts = urllib.parse.urlsplit(admin)
-    made = [
-        provision_as_the_guide_says(new_namespace(), parts.hostname or "", parts.port or 5672)
-        for _ in range(2)
-    ]
+    if request.param == "the guide's commands":
+        made = [
+            provision_as_the_guide_says(new_namespace(), parts.hostname or "", parts.port or 5672)
+            for _ in range(2)
+        ]
+    else:
+        made = [provision_as_the_operator_does(new_namespace(), admin) for _ in range(2)]
     yield made
     for tenant in made:
         api(admin, "DELETE", f"/vhosts/{_quoted(tenant.vhost)}")
@@ -510,3 +531,46 @@ async def test_asya_status_says_when_a_credential_reaches_other_namespaces_and_n
     assert "also holds the queues of namespace(s)" in mixed
     assert "it may open vhost(s)" in mixed  # the administrator opens B's vhost too
     assert "it is tagged administrator" in mixed
+
+
+async def test_removing_an_identity_keeps_a_vhost_that_still_holds_messages(broker):
+    if broker.kind != "local":
+        pytest.skip("needs the local RabbitMQ server, whose guest is an administrator")
+    parts = urllib.parse.urlsplit(broker.url)
+    admin = f"http://{parts.username}:{parts.password}@{parts.hostname}:15672/"
+    kept, emptied = new_namespace(), new_namespace()
+    try:
+        # Given: two identities, one with an envelope waiting in an actor's queue
+        for namespace in (kept, emptied):
+            tenant = await asyncio.to_thread(provision_as_the_operator_does, namespace, broker.url)
+            await declare_actor_queues(tenant.amqp_url, namespace, "echo")
+            if namespace == kept:
+                async with Client(tenant.amqp_url, namespace=namespace) as client:
+                    await client.send(["echo"], {"n": 1})
+
+        # When: both are removed (right away: the management API's counts are not there yet)
+        removed = {
+            ns: await broker_admin.remove(admin, ns, ready=_ready_in(broker.url, ns))
+            for ns in (kept, emptied)
+        }
+
+        # Then: the users go; the vhost with a message stays, the empty one goes
+        assert removed == {kept: False, emptied: True}
+        for namespace in (kept, emptied):
+            user = broker_identity.actors_user(namespace)
+            assert api(broker.url, "GET", f"/users/{_quoted(user)}")[0] == 404
+        vhosts = {
+            ns: api(broker.url, "GET", f"/vhosts/{_quoted(broker_identity.vhost(ns))}")[0]
+            for ns in (kept, emptied)
+        }
+        assert vhosts == {kept: 200, emptied: 404}
+        # ... and removing again finds nothing more to do
+        assert await broker_admin.remove(admin, emptied, ready=_ready_in(broker.url, emptied))
+    finally:
+        for namespace in (kept, emptied):
+            api(broker.url, "DELETE", f"/vhosts/{_quoted(broker_identity.vhost(namespace))}")
+
+
+def _ready_in(admin_amqp_url: str, namespace: str):
+    at = broker_identity.on_vhost(admin_amqp_url, broker_identity.vhost(namespace))
+    return lambda names: messages_ready(at, names)
