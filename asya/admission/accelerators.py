@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from asya.admission.model import PodSet, Pool
@@ -57,11 +57,21 @@ def is_accelerator(resource: str) -> bool:
     )
 
 
-def offers_accelerators(flavor: FlavorQuotas) -> bool:
-    """Whether the flavor has quota for an accelerator: a nominal or a borrowing limit above 0.
-    A flavor that lists `nvidia.com/gpu` at `nominal: 0` (as Kueue asks of every flavor of a
-    resource group) offers none: it is a flavor without accelerators."""
-    return any(_has_quota(quota) for quota in flavor.resources if is_accelerator(quota.name))
+Potential = Callable[[tuple[str, str]], int]
+"""What a pool could take of (flavor, resource) with nothing in use: its own quota and what its
+cohort lets it borrow (`QuotaTree.potential_available`)."""
+
+
+def offers_accelerators(flavor: FlavorQuotas, potential: Potential | None = None) -> bool:
+    """Whether the flavor has quota for an accelerator for the pool: with `potential`, some
+    accelerator it could get there (its own or borrowed) is above 0; without, its nominal or
+    borrowing limit is. A flavor that lists `nvidia.com/gpu` at `nominal: 0` (as Kueue asks of
+    every flavor of a resource group) and can borrow none offers none: it is a flavor without
+    accelerators."""
+    quotas = [quota for quota in flavor.resources if is_accelerator(quota.name)]
+    if potential is not None:
+        return any(potential((flavor.flavor, quota.name)) > 0 for quota in quotas)
+    return any(_has_quota(quota) for quota in quotas)
 
 
 def _has_quota(quota: ResourceQuota) -> bool:
@@ -74,20 +84,24 @@ def asks_for_accelerators(requests: Mapping[str, int]) -> bool:
 
 
 def in_preferred_order(
-    requests: Mapping[str, int], flavors: Sequence[FlavorQuotas]
+    requests: Mapping[str, int], flavors: Sequence[FlavorQuotas], potential: Potential | None = None
 ) -> Sequence[FlavorQuotas]:
     """`flavors` in the order a pod set with `requests` tries them: for one asking for no
     accelerator, those without accelerators first; each group keeps the given order."""
     if asks_for_accelerators(requests):
         return flavors
-    without = [f for f in flavors if not offers_accelerators(f)]
+    without = [f for f in flavors if not offers_accelerators(f, potential)]
     if not without or len(without) == len(flavors):
         return flavors
-    return [*without, *(f for f in flavors if offers_accelerators(f))]
+    return [*without, *(f for f in flavors if offers_accelerators(f, potential))]
 
 
 def fallback(
-    pod_set: PodSet, flavor: str, pool: Pool, unexplained: AcceleratorFallbackCause
+    pod_set: PodSet,
+    flavor: str,
+    pool: Pool,
+    unexplained: AcceleratorFallbackCause,
+    potential: Potential | None = None,
 ) -> AcceleratorFallback | None:
     """The record of `pod_set` placed on `flavor` of `pool`, if it asks for no accelerator and
     the flavor offers them. `unexplained` is the cause when a flavor without accelerators could
@@ -96,10 +110,12 @@ def fallback(
     quotas = next((q for q in pool.quotas if q.flavor == flavor), None)
     if quotas is None or asks_for_accelerators(pod_set.requests):
         return None
-    if not offers_accelerators(quotas):
+    if not offers_accelerators(quotas, potential):
         return None
     covering = [
-        q.flavor for q in pool.quotas if not offers_accelerators(q) and q.covers(pod_set.requests)
+        q.flavor
+        for q in pool.quotas
+        if not offers_accelerators(q, potential) and q.covers(pod_set.requests)
     ]
     allowed = [f for f in covering if pod_set.flavors is None or f in pod_set.flavors]
     if not covering:

@@ -161,7 +161,11 @@ def _choose_flavor(
     fallback: tuple[PodSetChoice, int, set[FlavorResource], _Shortfall | None] | None = None
     first_shortfall: _Shortfall | None = None
     missing_notes: list[str] = []
-    candidates = accelerators.in_preferred_order(pod_set.requests, _allowed_flavors(pod_set, pool))
+    candidates = accelerators.in_preferred_order(
+        pod_set.requests,
+        _allowed_flavors(pod_set, pool),
+        lambda fr: tree.potential_available(node, fr),
+    )
     for flavor_quotas in candidates:
         flavor = flavor_quotas.flavor
         missing = [r for r in pod_set.requests if flavor_quotas.quota(r) is None]

@@ -193,10 +193,14 @@ class Scheduler:
         held = [ps for ps in wl.pod_sets if ps.name in counts]
         pod_sets = tuple((ps.name, flavors[ps.name], counts[ps.name]) for ps in held)
         pool = self.queues[wl.pool].pool
+
+        def potential(fr: FlavorResource) -> int:
+            return self.tree.potential_available(node, fr)
+
         fallbacks = tuple(
             found
             for ps in held
-            if (found := fallback(ps, flavors[ps.name], pool, unexplained)) is not None
+            if (found := fallback(ps, flavors[ps.name], pool, unexplained, potential)) is not None
         )
         self.holding[wl.name] = _Holding(wl, info, borrowing, pod_sets, fallbacks)
         bisect.insort(self.by_pool[wl.pool], info, key=admission_rank)

@@ -313,11 +313,15 @@ def test_an_actor_scaled_to_zero_is_admitted_nothing_and_needs_no_message():
 
 
 def test_an_actor_requesting_nothing_is_admitted_in_full_as_kueue_does():
-    pools = [pool("team-a", h100={"nvidia_com_gpu": 0})]
+    # A flavor whose GPU quota is 0 offers no GPU: nothing to say of it.
+    without = [pool("team-a", h100={"nvidia_com_gpu": 0})]
+    with_gpus = [pool("team-a", h100={"nvidia_com_gpu": 4})]
 
-    decided = admit(pools, [actor("light", gpus=0, desired=5)])
+    decided = admit(without, [actor("light", gpus=0, desired=5)])
+    on_gpus = admit(with_gpus, [actor("light", gpus=0, desired=5)])
 
-    assert decided["light"] == ActorAdmission(
+    assert decided["light"] == ActorAdmission(5, "h100", False, None, None)
+    assert on_gpus["light"] == ActorAdmission(
         5,
         "h100",
         False,

@@ -225,3 +225,20 @@ def test_a_flavor_listing_an_accelerator_at_nominal_zero_is_one_without_accelera
 
     assert done.flavor("web") == "cpu"
     assert "acceleratorFallbacks" not in done.admitted["web"]
+
+
+def test_a_flavor_where_a_pool_may_borrow_gpus_still_offers_them(run):
+    # team-a owns no GPU in h100 but may borrow team-b's: h100 is a GPU flavor to it, and its
+    # CPU work keeps to the cpu flavor listed after it.
+    flavors_a = {
+        "h100": {"cpu": 64, "nvidia_com_gpu": 0},
+        "cpu": {"cpu": 32},
+    }
+    pools = [
+        pool("team-a", cohort="eng", **flavors_a),
+        pool("team-b", cohort="eng", h100={"cpu": 64, "nvidia_com_gpu": 8}),
+    ]
+
+    done = run(pools, [workload("web", "team-a", cpu=4)], cohorts=[{"name": "eng"}])
+
+    assert done.flavor("web") == "cpu"
