@@ -9,6 +9,10 @@ namespace's last actor.
   broker with its own passwords once per namespace and process (a broker that lost them gets
   them back at the operator's start); later reconciles read its labels only. A Secret the
   platform made, or one an actor names other than the default, is never touched.
+- **rotate** (the operator's Secret annotated `asya.sh/rotate` with a new value): new passwords
+  on the broker (connections already open keep working; new ones need the new password), then
+  the Secret's URLs, then the pods that read the Secret rolled (the caller's part:
+  `handlers.identities`), then the Secret marked `asya.sh/rotated` with the value asked for.
 - **release** (after an actor's or group's queues are released): when no AsyncActor or
   ActorGroup of the namespace is left and its Secret is the operator's, the two users go, the
   vhost too if no queue there holds a message (results and failures stay readable by an
@@ -23,7 +27,7 @@ import asyncio
 import logging
 import secrets
 import weakref
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Final, Protocol
 
 from asya import broker_admin, broker_identity
@@ -38,6 +42,11 @@ from asya_operator.api.template import (
 from asya_operator.config import OperatorConfig
 
 _log = logging.getLogger(__name__)
+
+ROTATE_ANNOTATION: Final = "asya.sh/rotate"
+"""Set by whoever wants a namespace's broker passwords changed, to a new value each time."""
+ROTATED_ANNOTATION: Final = "asya.sh/rotated"
+"""Set by the operator to the `ROTATE_ANNOTATION` value it last carried out."""
 
 IDENTITY_LABELS: Final = {
     "app.kubernetes.io/managed-by": MANAGED_BY,
@@ -58,9 +67,19 @@ class Cluster(Protocol):
 
     async def read_secret_labels(self, namespace: str, name: str) -> dict[str, str] | None: ...
 
+    async def read_secret_annotations(self, namespace: str, name: str) -> dict[str, str] | None: ...
+
     async def create_secret(
         self, namespace: str, name: str, labels: Mapping[str, str], data: Mapping[str, str]
     ) -> bool: ...
+
+    async def patch_secret(
+        self,
+        namespace: str,
+        name: str,
+        data: Mapping[str, str],
+        annotations: Mapping[str, str],
+    ) -> None: ...
 
     async def delete_secret(self, namespace: str, name: str) -> None: ...
 
@@ -130,6 +149,52 @@ class Identities:
             if made:
                 self._made.add(namespace)
                 _log.info("broker identity made", extra={"namespace": namespace})
+
+    async def rotate(
+        self,
+        namespace: str,
+        annotations: Mapping[str, str],
+        roll: Callable[[str], Awaitable[None]],
+    ) -> str | None:
+        """Change `namespace`'s passwords if its Secret (the operator's, with these
+        `annotations`) asks for it and they were not changed for that request yet: new
+        passwords on the broker and in the Secret, then `roll(value)` (the caller rolls the
+        pods that read the Secret), then the Secret marked done. All of it under the
+        namespace's lock. The request's value when it was done, else None.
+
+        Raises:
+            TransportError: the administrator's Secret is missing, or the broker refused (the
+                Secret is not marked: annotating again, or the operator's next start, retries).
+        """
+        wanted = annotations.get(ROTATE_ANNOTATION)
+        if not self.enabled or not wanted or annotations.get(ROTATED_ANNOTATION) == wanted:
+            return None
+        async with self._lock(namespace):
+            labels = await self._kube.read_secret_labels(namespace, DEFAULT_BROKER_SECRET)
+            if labels is None or not _is_ours(labels):
+                return None
+            # As stored now, not as the event that woke the caller had it: the events of this
+            # rotation's own writes come after it is done, and must not start it again.
+            now = await self._kube.read_secret_annotations(namespace, DEFAULT_BROKER_SECRET)
+            if (now or {}).get(ROTATED_ANNOTATION) == wanted:
+                return None
+            admin_amqp, admin_management = await self._admin_urls()
+            password, keda_password = secrets.token_hex(24), secrets.token_hex(24)
+            await broker_admin.provision(admin_management, namespace, password, keda_password)
+            amqp_url, management_url = broker_identity.identity_urls(
+                admin_amqp, admin_management, namespace, password, keda_password
+            )
+            data = {BROKER_AMQP_URL_KEY: amqp_url, BROKER_MANAGEMENT_URL_KEY: management_url}
+            await self._kube.patch_secret(namespace, DEFAULT_BROKER_SECRET, data, {})
+            self._made.add(namespace)
+            await roll(wanted)
+            # Marked last: an operator stopped before this rotates again at its start, rather
+            # than leave pods with passwords that no longer open a connection.
+            await self._kube.patch_secret(
+                namespace, DEFAULT_BROKER_SECRET, {}, {ROTATED_ANNOTATION: wanted}
+            )
+            _log.info("broker credentials rotated", extra={"namespace": namespace})
+            return wanted
 
     async def release(self, namespace: str) -> None:
         """Remove `namespace`'s identity and Secret if no actor or group is left there and the

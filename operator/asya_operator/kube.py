@@ -125,6 +125,12 @@ _MODELS: Final[dict[type[Any], str]] = {
 _APPLY: Final = "application/apply-patch+yaml"  # a JSON body is YAML too
 _MERGE: Final = "application/merge-patch+json"
 _GROUP_OBJECTS: Final = f"app.kubernetes.io/component={GROUP_COMPONENT}"
+_OURS: Final = f"app.kubernetes.io/managed-by={MANAGED_BY}"
+RESTARTED_ANNOTATION: Final = "asya.sh/restarted-for"
+"""On a Deployment's pod template: why its pods were last rolled by the operator (a broker
+credential rotation's request), as `kubectl.kubernetes.io/restartedAt` says for kubectl."""
+RESTART_FIELD_MANAGER: Final = "asya-operator-restart"
+"""The field manager of that annotation: not the operator's applies' own, which would drop it."""
 # Strict: a field the API server does not know fails the request, naming it, instead of being
 # dropped with a warning nobody reads (a misspelt field in a free-form volume source, say).
 _APPLY_OPTIONS: Final[dict[str, Any]] = {
@@ -336,11 +342,32 @@ class Kube:
         """The Secret's labels (None: no such Secret)."""
         return await self._call(_read_secret_labels, namespace, name)
 
+    async def read_secret_annotations(self, namespace: str, name: str) -> dict[str, str] | None:
+        """The Secret's annotations (None: no such Secret)."""
+        return await self._call(_read_secret_annotations, namespace, name)
+
     async def create_secret(
         self, namespace: str, name: str, labels: Mapping[str, str], data: Mapping[str, str]
     ) -> bool:
         """Create a Secret of `data` (plain text); False when one of that name exists."""
         return await self._call(_create_secret, namespace, name, dict(labels), dict(data))
+
+    async def patch_secret(
+        self,
+        namespace: str,
+        name: str,
+        data: Mapping[str, str],
+        annotations: Mapping[str, str],
+    ) -> None:
+        """Merge `data` (plain text) and `annotations` into a Secret."""
+        await self._call(_patch_secret, namespace, name, dict(data), dict(annotations))
+
+    async def restart_deployments(self, namespace: str, secret: str, value: str) -> list[str]:
+        """Roll every Deployment the operator made in `namespace` whose pods read the broker
+        Secret `secret`, as `kubectl rollout restart` does: a pod template annotation
+        (`RESTARTED_ANNOTATION` = `value`) written by a field manager of its own, so that the
+        operator's applies, which never name it, leave it. The names restarted."""
+        return await self._call(_restart_deployments, namespace, secret, value)
 
     async def delete_secret(self, namespace: str, name: str) -> None:
         """Delete a Secret (gone already: nothing to do)."""
@@ -552,6 +579,13 @@ def _read_secret_labels(api: ApiClient, namespace: str, name: str) -> dict[str, 
     return dict(secret.metadata.labels or {})
 
 
+def _read_secret_annotations(api: ApiClient, namespace: str, name: str) -> dict[str, str] | None:
+    secret = _get(CoreV1Api(api).read_namespaced_secret, name, namespace)
+    if secret is None:
+        return None
+    return dict(secret.metadata.annotations or {})
+
+
 def _create_secret(
     api: ApiClient, namespace: str, name: str, labels: dict[str, str], data: dict[str, str]
 ) -> bool:
@@ -564,6 +598,45 @@ def _create_secret(
             raise
         return False
     return True
+
+
+def _patch_secret(
+    api: ApiClient, namespace: str, name: str, data: dict[str, str], annotations: dict[str, str]
+) -> None:
+    encoded = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
+    body: Any = {"metadata": {"annotations": annotations}, "data": encoded}
+    CoreV1Api(api).patch_namespaced_secret(name, namespace, body)
+
+
+def _restart_deployments(api: ApiClient, namespace: str, secret: str, value: str) -> list[str]:
+    custom = CustomObjectsApi(api)
+    listed: Any = custom.list_namespaced_custom_object(
+        "apps", "v1", namespace, "deployments", label_selector=_OURS
+    )
+    restarted = []
+    for item in listed.get("items") or ():
+        pod = item.get("spec", {}).get("template", {}).get("spec", {})
+        reads = {
+            (env.get("valueFrom") or {}).get("secretKeyRef", {}).get("name")
+            for container in pod.get("containers") or ()
+            for env in container.get("env") or ()
+        }
+        if secret not in reads:
+            continue
+        name = item["metadata"]["name"]
+        patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_ANNOTATION: value}}}}}
+        custom.patch_namespaced_custom_object(
+            "apps",
+            "v1",
+            namespace,
+            "deployments",
+            name,
+            patch,
+            _content_type=_MERGE,
+            field_manager=RESTART_FIELD_MANAGER,
+        )
+        restarted.append(str(name))
+    return restarted
 
 
 def _delete_secret(api: ApiClient, namespace: str, name: str) -> None:

@@ -22,6 +22,7 @@ from asya_operator import metrics
 from asya_operator.config import OperatorConfig
 from asya_operator.handlers.actors import ActorHandlers
 from asya_operator.handlers.groups import GroupHandlers
+from asya_operator.handlers.identities import IdentityHandlers
 from asya_operator.handlers.namespaces import NamespaceHandlers
 from asya_operator.identities import Identities
 from asya_operator.kube import Kube
@@ -80,6 +81,7 @@ def build(
     kopf.on.cleanup(registry=registry, id="stop_health")(operator.stop)
     ActorHandlers(actors, admission, retry_s=config.recheck_s).register(registry)
     GroupHandlers(groups, admission, kueue=config.admission == "kueue").register(registry)
+    IdentityHandlers(identities, kube, admission).register(registry)
     NamespaceHandlers(actors, admission, retry_s=config.recheck_s).register(registry)
     return operator
 

@@ -304,7 +304,7 @@ def test_with_a_broker_administrator_the_operator_may_create_and_delete_secrets_
     watching = rendered(OPERATOR_CHART, {**OPERATOR_IMAGES, **admin, "watchNamespace": "team-a"})
 
     assert {rule for rule in rules(everywhere) if rule[1] == "secrets"} == {
-        ("", "secrets", verb) for verb in ("get", "list", "watch", "create", "delete")
+        ("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch", "delete")
     }
     assert env_of(everywhere)["ASYA_OPERATOR_BROKER_ADMIN_SECRET"] == "asya-system/rabbitmq-admin"
     # Watching team-a only: a Role there may write Secrets, and one in asya-system reads the
@@ -314,7 +314,7 @@ def test_with_a_broker_administrator_the_operator_may_create_and_delete_secrets_
         for r in of_kind(watching, "Role").values()
     }
     (team,) = [r for (ns, _), r in roles.items() if ns == "team-a"]
-    assert {"create", "delete"} <= {
+    assert {"create", "patch", "delete"} <= {
         v for rule in team["rules"] if "secrets" in rule["resources"] for v in rule["verbs"]
     }
     (own,) = [

@@ -8,6 +8,8 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import aio_pika
+import aiormq
 import pytest
 from asya_operator.config import OperatorConfig
 from asya_operator.identities import IDENTITY_LABELS, Identities
@@ -33,6 +35,7 @@ class Secrets:
 
     data: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     labels: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    annotations: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     left: list[str] = field(default_factory=list)
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, str] | None:
@@ -40,6 +43,16 @@ class Secrets:
 
     async def read_secret_labels(self, namespace: str, name: str) -> dict[str, str] | None:
         return self.labels.get((namespace, name)) if (namespace, name) in self.data else None
+
+    async def read_secret_annotations(self, namespace: str, name: str) -> dict[str, str] | None:
+        found = (namespace, name) in self.data
+        return dict(self.annotations.get((namespace, name), {})) if found else None
+
+    async def patch_secret(
+        self, namespace: str, name: str, data: Mapping[str, str], annotations: Mapping[str, str]
+    ) -> None:
+        self.data[namespace, name].update(data)
+        self.annotations.setdefault((namespace, name), {}).update(annotations)
 
     async def create_secret(
         self, namespace: str, name: str, labels: Mapping[str, str], data: Mapping[str, str]
@@ -143,3 +156,41 @@ async def test_without_the_administrators_secret_the_error_names_it(cluster, nam
 
     with pytest.raises(TransportError, match="asya-system/missing is missing or lacks amqp-url"):
         await operator.ensure(namespace, "asya-broker")
+
+
+async def _opens(url: str) -> bool:
+    try:
+        connection = await aio_pika.connect(url, timeout=10)
+    except (aiormq.exceptions.AMQPError, ConnectionError, OSError):
+        return False
+    await connection.close()
+    return True
+
+
+async def test_a_rotation_changes_the_passwords_rolls_then_marks_and_runs_once_per_request(
+    cluster, namespace, broker
+):
+    operator = Identities(cluster, OperatorConfig(broker_admin_secret=ADMIN))
+    await operator.ensure(namespace, "asya-broker")
+    before = dict(cluster.data[namespace, "asya-broker"])
+    rolls: list[tuple[str, str | None]] = []
+
+    async def roll(value: str) -> None:
+        # The Secret holds the new passwords when the pods are rolled, and is not marked yet.
+        marked = cluster.annotations.get((namespace, "asya-broker"), {}).get("asya.sh/rotated")
+        rolls.append((value, marked))
+        assert cluster.data[namespace, "asya-broker"] != before
+
+    asked = {"asya.sh/rotate": "1"}
+    done = await operator.rotate(namespace, asked, roll)
+    # The event of the rotation's own write still shows the request unmarked: nothing again
+    again = await operator.rotate(namespace, asked, roll)
+
+    after = dict(cluster.data[namespace, "asya-broker"])
+    assert (done, again) == ("1", None)
+    assert rolls == [("1", None)]
+    assert cluster.annotations[namespace, "asya-broker"]["asya.sh/rotated"] == "1"
+    assert not await _opens(before["amqp-url"])
+    assert await _opens(after["amqp-url"])
+    assert await operator.rotate(namespace, {"asya.sh/rotate": "2"}, roll) == "2"
+    assert not await _opens(after["amqp-url"])

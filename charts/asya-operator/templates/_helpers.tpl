@@ -135,11 +135,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
   resources: ["secrets"]
   verbs: ["get", "list", "watch"]
 {{- if .Values.config.brokerAdminSecret }}
-# config.brokerAdminSecret: the operator makes each namespace's broker Secret (asya-broker)
-# and removes it with the namespace's last actor (docs/tenancy.md).
+# config.brokerAdminSecret: the operator makes each namespace's broker Secret (asya-broker),
+# rotates its passwords on request, and removes it with the namespace's last actor
+# (docs/tenancy.md).
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["create", "delete"]
+  verbs: ["create", "patch", "delete"]
 {{- end }}
 {{ include "asya-operator.eventRules" . }}
 {{- end -}}
