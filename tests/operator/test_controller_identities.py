@@ -15,12 +15,12 @@ from asya_operator.identities import IDENTITY_LABELS
 
 from asya import broker_identity
 from asya.queue_names import queue_name
+from asya.transport.rabbitmq import RabbitMQOptions, RabbitMQTransport
 from tests.integration.tenancy.test_broker_identities import (
     Tenant,
     amqp_attempt,
     api,
-    publish_via,
-    queue_op,
+    assert_a_reaches_nothing_of_b,
     queue_ops,
     waiting_in,
 )
@@ -91,17 +91,18 @@ async def test_the_operator_gives_each_namespace_an_identity_and_removes_it_with
         management = urllib.parse.urlsplit(data["management-url"])
         assert management.username == broker_identity.keda_user(each.namespace)
         await each.wait_for(ACTORS, "text", lambda o: observed(o) == 1, "text applied")
-        tenants.append(Tenant(each.namespace, data["amqp-url"], data["management-url"]))
+        tenants.append(
+            Tenant(each.namespace, data["amqp-url"], data["management-url"], actor="text")
+        )
     a, b = tenants
     # ... whose queues the operator declared in its own vhost, with its own identity
     assert await waiting_in(b.amqp_url, queue_name(b.namespace, "text")) == 0
-    # ... and one team's credentials reach nothing of the other's
-    into_b = await amqp_attempt(b.on_vhost(a.amqp_url), queue_op(b.queue_of("text"), "get"))
-    assert into_b is not None
-    assert into_b.startswith("connection refused")
-    routed = await amqp_attempt(a.amqp_url, publish_via("", b.queue_of("text")))
-    assert routed is not None
-    assert routed.startswith("returned")
+    # ... and one team's credentials reach nothing of the other's (a reply queue of B's open)
+    options = RabbitMQOptions(namespace=b.namespace, connection_name="b-client")
+    async with RabbitMQTransport(b.amqp_url, options) as b_transport:
+        reply = await b_transport.open_reply_queue()
+        await assert_a_reaches_nothing_of_b(a, b, broker.url, reply.name)
+        await reply.close()
     keda_tries = queue_ops(b.queue_of("text"))
     assert all([await amqp_attempt(b.keda_amqp_url, op) for op in keda_tries.values()])
     status, body = api(b.keda_url, "GET", f"/queues/{_q(b.vhost)}/{_q(b.queue_of('text'))}")

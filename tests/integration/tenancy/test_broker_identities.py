@@ -63,6 +63,8 @@ class Tenant:
     """The namespace Secret's `amqp-url`: its actors' identity."""
     keda_url: str
     """The namespace Secret's `management-url`: KEDA's identity."""
+    actor: str = "echo"
+    """The actor whose queue the attempts aim at."""
 
     @property
     def vhost(self) -> str:
@@ -70,7 +72,7 @@ class Tenant:
 
     @property
     def queue(self) -> str:
-        return self.queue_of("echo")
+        return self.queue_of(self.actor)
 
     def queue_of(self, actor: str) -> str:
         return queue_name(self.namespace, actor)
@@ -383,6 +385,44 @@ async def depth_as_keda_reads_it(
             await asyncio.sleep(0.5)
 
 
+async def assert_a_reaches_nothing_of_b(a: Tenant, b: Tenant, admin_url: str, reply: str) -> None:
+    """With A's credentials, everything on B's resources (its actor's queue, its streams,
+    the reply queue `reply` of a client of B's): through AMQP on B's vhost, each refused at
+    once; through every exchange of A's own vhost with B's queue names as routing keys, each
+    returned unroutable; through the management API, each refused."""
+    on_b = {
+        **queue_ops(b.queue),
+        **stream_reads(b.namespace),
+        f"declare {b.queue} (a shadow)": queue_op(b.queue, "declare"),
+        f"reply into {reply}": publish_via("", reply),
+    }
+    for exchange in exchanges_of(admin_url, b.vhost):
+        on_b[f"publish into {b.queue} via {exchange or 'the default exchange'}"] = publish_via(
+            exchange, b.queue
+        )
+    refusals = {what: await amqp_attempt(b.on_vhost(a.amqp_url), op) for what, op in on_b.items()}
+    for exchange in exchanges_of(admin_url, a.vhost):
+        for key in (b.queue, reply):
+            what = f"publish to {key} via own {exchange or 'default exchange'}"
+            refusals[what] = await amqp_attempt(a.amqp_url, publish_via(exchange, key))
+    api_refusals = {
+        what: await asyncio.to_thread(api, a.amqp_url, method, path, body)
+        for what, (method, path, body) in api_attempts(
+            b.vhost, b.queue, exchanges_of(admin_url, b.vhost)
+        ).items()
+    }
+
+    assert [what for what, why in refusals.items() if why is None] == []
+    assert all(
+        why is not None and why.startswith("connection refused") and "Connection.Close" in why
+        for what, why in refusals.items()
+        if what in on_b
+    ), refusals
+    assert [w for w, (s, body) in api_refusals.items() if not refused_by_api(s, body)] == []
+    assert len(refusals) >= 14
+    assert len(api_refusals) >= 10
+
+
 # --- tests ------------------------------------------------------------------------------------
 
 
@@ -403,41 +443,8 @@ async def test_team_a_reaches_nothing_of_team_b_and_b_counts_every_envelope(
         await depth_as_keda_reads_it(b, "echo", ready=5)
 
         # When: A tries, with its own credentials, everything on B's resources
-        on_b = {
-            **queue_ops(b.queue),
-            **stream_reads(b.namespace),
-            f"declare {b.queue} (a shadow)": queue_op(b.queue, "declare"),
-            f"reply into {reply_queue.name}": publish_via("", reply_queue.name),
-        }
-        for exchange in exchanges_of(broker.url, b.vhost):
-            on_b[f"publish into {b.queue} via {exchange or 'the default exchange'}"] = publish_via(
-                exchange, b.queue
-            )
-        refusals = {
-            what: await amqp_attempt(b.on_vhost(a.amqp_url), op) for what, op in on_b.items()
-        }
-        # ... and, on its own vhost, every exchange there with B's queue names as routing keys
-        for exchange in exchanges_of(broker.url, a.vhost):
-            for key in (b.queue, reply_queue.name):
-                what = f"publish to {key} via own {exchange or 'default exchange'}"
-                refusals[what] = await amqp_attempt(a.amqp_url, publish_via(exchange, key))
-        api_refusals = {
-            what: await asyncio.to_thread(api, a.amqp_url, method, path, body)
-            for what, (method, path, body) in api_attempts(
-                b.vhost, b.queue, exchanges_of(broker.url, b.vhost)
-            ).items()
-        }
-
         # Then: every one was refused by the broker, or returned as unroutable
-        assert [what for what, why in refusals.items() if why is None] == []
-        assert all(
-            why is not None and why.startswith("connection refused") and "Connection.Close" in why
-            for what, why in refusals.items()
-            if what in on_b
-        ), refusals
-        assert [w for w, (s, body) in api_refusals.items() if not refused_by_api(s, body)] == []
-        assert len(refusals) >= 14
-        assert len(api_refusals) >= 10
+        await assert_a_reaches_nothing_of_b(a, b, broker.url, reply_queue.name)
 
         # When: A declares a queue of B's name in its own vhost (allowed: it is A's), and B
         # serves its pipeline, sends more and calls with a reply
