@@ -163,6 +163,11 @@ class Keda:
             if response.status == 404:
                 _log.warning("queue not found", extra={"queue": queue})
                 return None
+            if response.status in (401, 403):
+                # As KEDA does with a scaler error: this poll reads nothing, the next tries
+                # again (a password rotated between reading the Secret and using it).
+                _log.warning("credentials refused", extra={"queue": queue})
+                return None
             response.raise_for_status()
             info = await response.json()
         # A queue the stats collector has not reported on yet has no `messages`: 0 it is.

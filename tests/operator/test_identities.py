@@ -158,7 +158,8 @@ async def test_without_the_administrators_secret_the_error_names_it(cluster, nam
         await operator.ensure(namespace, "asya-broker")
 
 
-async def _opens(url: str) -> bool:
+async def opens(url: str) -> bool:
+    """Whether `url`'s credentials open a connection to its vhost now."""
     try:
         connection = await aio_pika.connect(url, timeout=10)
     except (aiormq.exceptions.AMQPError, ConnectionError, OSError):
@@ -190,7 +191,7 @@ async def test_a_rotation_changes_the_passwords_rolls_then_marks_and_runs_once_p
     assert (done, again) == ("1", None)
     assert rolls == [("1", None)]
     assert cluster.annotations[namespace, "asya-broker"]["asya.sh/rotated"] == "1"
-    assert not await _opens(before["amqp-url"])
-    assert await _opens(after["amqp-url"])
+    assert not await opens(before["amqp-url"])
+    assert await opens(after["amqp-url"])
     assert await operator.rotate(namespace, {"asya.sh/rotate": "2"}, roll) == "2"
-    assert not await _opens(after["amqp-url"])
+    assert not await opens(after["amqp-url"])

@@ -12,8 +12,6 @@ import textwrap
 import urllib.parse
 from typing import Any
 
-import aio_pika
-import aiormq
 import kubernetes
 import pytest
 
@@ -25,6 +23,7 @@ from asya.transport.records import RecordKind
 from tests.integration.tenancy.test_broker_identities import api
 from tests.operator.controller_world import World, async_actor, operator_registry
 from tests.operator.standin_kubelet import template_hash
+from tests.operator.test_identities import opens
 from tests.operator.test_standin import ACTORS, DEPLOYMENTS, WAIT_S, wait_for
 
 pytestmark = pytest.mark.rabbitmq
@@ -50,15 +49,6 @@ def _decoded(secret: dict[str, Any]) -> dict[str, str]:
 
 def _q(name: str) -> str:
     return urllib.parse.quote(name, safe="")
-
-
-async def _opens(url: str) -> bool:
-    try:
-        connection = await aio_pika.connect(url, timeout=10)
-    except (aiormq.exceptions.AMQPError, ConnectionError, OSError):
-        return False
-    await connection.close()
-    return True
 
 
 @pytest.fixture
@@ -135,8 +125,8 @@ async def test_credentials_rotated_under_load_roll_every_pod_and_lose_no_envelop
     # Then: new passwords; the old one opens nothing, the new one does
     assert after["amqp-url"] != before["amqp-url"]
     assert after["management-url"] != before["management-url"]
-    assert not await _opens(before["amqp-url"])
-    assert await _opens(after["amqp-url"])
+    assert not await opens(before["amqp-url"])
+    assert await opens(after["amqp-url"])
     # ... every pod reading the Secret rolled onto it
     for name in ("echo", HAPPY_END, ERROR_END):
         deployment = cluster.current(DEPLOYMENTS, namespace, name)
