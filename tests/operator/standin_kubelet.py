@@ -269,9 +269,19 @@ class Kubelet:
         kind, namespace, name = key
         url = f"{self._server}/apis/apps/v1/namespaces/{namespace}/{WORKLOADS[kind]}/{name}"
         headers = {"Content-Type": "application/merge-patch+json"}
-        async with self._session.patch(url, json={"status": status}, headers=headers) as response:
-            if response.status != 404:  # deleted meanwhile: nothing to report on
-                response.raise_for_status()
+        for attempt in (1, 2):
+            try:
+                async with self._session.patch(
+                    url, json={"status": status}, headers=headers
+                ) as response:
+                    if response.status != 404:  # deleted meanwhile: nothing to report on
+                        response.raise_for_status()
+                    return
+            except aiohttp.ServerDisconnectedError:
+                # A kept-alive connection the server closed as it was reused (aiohttp's known
+                # race): once more on a fresh one, as a kubelet's client retries.
+                if attempt == 2:
+                    raise
 
     # --- the node side ------------------------------------------------------------------
 
