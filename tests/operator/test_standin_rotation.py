@@ -23,7 +23,7 @@ from asya.transport.records import RecordKind
 from tests.integration.tenancy.test_broker_identities import api
 from tests.operator.controller_world import World, async_actor, operator_registry
 from tests.operator.standin_kubelet import template_hash
-from tests.operator.test_identities import opens
+from tests.operator.test_identities import CLOSE_NEVER_AWAITED, opens
 from tests.operator.test_standin import ACTORS, DEPLOYMENTS, WAIT_S, wait_for
 
 pytestmark = pytest.mark.rabbitmq
@@ -62,6 +62,7 @@ def identity_cleanup(broker, namespace):
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.filterwarnings(CLOSE_NEVER_AWAITED)
 async def test_credentials_rotated_under_load_roll_every_pod_and_lose_no_envelope(
     cluster,
     kube,
