@@ -7,7 +7,7 @@ namespace's last actor.
   vhost `asya.{ns}`, a user for its actors, one for KEDA, each with a generated password) and
   then the Secret, labelled as the operator's. A Secret the operator made is made again on the
   broker with its own passwords once per namespace and process (a broker that lost them gets
-  them back at the operator's start); later reconciles read its labels only. A Secret the
+  them back at the operator's start); later reconciles read the Secret once. A Secret the
   platform made, or one an actor names other than the default, is never touched.
 - **rotate** (the operator's Secret annotated `asya.sh/rotate` with a new value): new passwords
   on the broker (connections already open keep working; new ones need the new password), then
@@ -65,9 +65,9 @@ class Cluster(Protocol):
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, str] | None: ...
 
-    async def read_secret_labels(self, namespace: str, name: str) -> dict[str, str] | None: ...
-
-    async def read_secret_annotations(self, namespace: str, name: str) -> dict[str, str] | None: ...
+    async def read_secret_parts(
+        self, namespace: str, name: str
+    ) -> tuple[dict[str, str], dict[str, str], dict[str, str]] | None: ...
 
     async def create_secret(
         self, namespace: str, name: str, labels: Mapping[str, str], data: Mapping[str, str]
@@ -94,7 +94,7 @@ class Identities:
         self._admin_secret = config.broker_admin_secret
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         # Namespaces whose identity this process has made or made again: their next actors'
-        # reconciles read the Secret's labels only, not six calls to the broker each.
+        # reconciles read the Secret once, not six calls to the broker each.
         self._made: set[str] = set()
 
     @property
@@ -117,15 +117,15 @@ class Identities:
         if not self.enabled or secret_name != DEFAULT_BROKER_SECRET:
             return
         async with self._lock(namespace):
-            labels = await self._kube.read_secret_labels(namespace, DEFAULT_BROKER_SECRET)
-            if labels is not None and not _is_ours(labels):
+            found = await self._kube.read_secret_parts(namespace, DEFAULT_BROKER_SECRET)
+            if found is not None and not _is_ours(found[0]):
                 return  # the platform's own Secret
-            if labels is not None and namespace in self._made:
+            if found is not None and namespace in self._made:
                 return
             self._made.discard(namespace)
             admin_amqp, admin_management = await self._admin_urls()
-            if labels is not None:
-                data = await self._kube.read_secret(namespace, DEFAULT_BROKER_SECRET) or {}
+            if found is not None:
+                data = found[2]
                 password, keda_password = broker_identity.passwords_of(
                     data.get(BROKER_AMQP_URL_KEY, ""), data.get(BROKER_MANAGEMENT_URL_KEY, "")
                 )
@@ -141,7 +141,7 @@ class Identities:
                 admin_amqp, admin_management, namespace, password, keda_password
             )
             data = {BROKER_AMQP_URL_KEY: amqp_url, BROKER_MANAGEMENT_URL_KEY: management_url}
-            if labels is not None:  # ours, but unreadable: made anew
+            if found is not None:  # ours, but unreadable: made anew
                 await self._kube.delete_secret(namespace, DEFAULT_BROKER_SECRET)
             made = await self._kube.create_secret(
                 namespace, DEFAULT_BROKER_SECRET, IDENTITY_LABELS, data
@@ -170,13 +170,12 @@ class Identities:
         if not self.enabled or not wanted or annotations.get(ROTATED_ANNOTATION) == wanted:
             return None
         async with self._lock(namespace):
-            labels = await self._kube.read_secret_labels(namespace, DEFAULT_BROKER_SECRET)
-            if labels is None or not _is_ours(labels):
-                return None
             # As stored now, not as the event that woke the caller had it: the events of this
             # rotation's own writes come after it is done, and must not start it again.
-            now = await self._kube.read_secret_annotations(namespace, DEFAULT_BROKER_SECRET)
-            if (now or {}).get(ROTATED_ANNOTATION) == wanted:
+            found = await self._kube.read_secret_parts(namespace, DEFAULT_BROKER_SECRET)
+            if found is None or not _is_ours(found[0]):
+                return None
+            if found[1].get(ROTATED_ANNOTATION) == wanted:
                 return None
             admin_amqp, admin_management = await self._admin_urls()
             password, keda_password = secrets.token_hex(24), secrets.token_hex(24)
@@ -206,8 +205,8 @@ class Identities:
         async with self._lock(namespace):
             if (await self._kube.name_owners(namespace)).staying:
                 return
-            labels = await self._kube.read_secret_labels(namespace, DEFAULT_BROKER_SECRET)
-            if labels is None or not _is_ours(labels):
+            found = await self._kube.read_secret_parts(namespace, DEFAULT_BROKER_SECRET)
+            if found is None or not _is_ours(found[0]):
                 return
             try:
                 admin_amqp, admin_management = await self._admin_urls()

@@ -338,13 +338,12 @@ class Kube:
         """The Secret's data, decoded (None: no such Secret)."""
         return await self._call(_read_secret, namespace, name)
 
-    async def read_secret_labels(self, namespace: str, name: str) -> dict[str, str] | None:
-        """The Secret's labels (None: no such Secret)."""
-        return await self._call(_read_secret_labels, namespace, name)
-
-    async def read_secret_annotations(self, namespace: str, name: str) -> dict[str, str] | None:
-        """The Secret's annotations (None: no such Secret)."""
-        return await self._call(_read_secret_annotations, namespace, name)
+    async def read_secret_parts(
+        self, namespace: str, name: str
+    ) -> tuple[dict[str, str], dict[str, str], dict[str, str]] | None:
+        """The Secret's labels, annotations and data (decoded), from one read (None: no such
+        Secret)."""
+        return await self._call(_read_secret_parts, namespace, name)
 
     async def create_secret(
         self, namespace: str, name: str, labels: Mapping[str, str], data: Mapping[str, str]
@@ -572,18 +571,14 @@ def _read_secret(api: ApiClient, namespace: str, name: str) -> dict[str, str] | 
     return {key: base64.b64decode(value).decode() for key, value in data.items()}
 
 
-def _read_secret_labels(api: ApiClient, namespace: str, name: str) -> dict[str, str] | None:
+def _read_secret_parts(
+    api: ApiClient, namespace: str, name: str
+) -> tuple[dict[str, str], dict[str, str], dict[str, str]] | None:
     secret = _get(CoreV1Api(api).read_namespaced_secret, name, namespace)
     if secret is None:
         return None
-    return dict(secret.metadata.labels or {})
-
-
-def _read_secret_annotations(api: ApiClient, namespace: str, name: str) -> dict[str, str] | None:
-    secret = _get(CoreV1Api(api).read_namespaced_secret, name, namespace)
-    if secret is None:
-        return None
-    return dict(secret.metadata.annotations or {})
+    data = {key: base64.b64decode(value).decode() for key, value in (secret.data or {}).items()}
+    return dict(secret.metadata.labels or {}), dict(secret.metadata.annotations or {}), data
 
 
 def _create_secret(

@@ -43,12 +43,16 @@ class Secrets:
     async def read_secret(self, namespace: str, name: str) -> dict[str, str] | None:
         return self.data.get((namespace, name))
 
-    async def read_secret_labels(self, namespace: str, name: str) -> dict[str, str] | None:
-        return self.labels.get((namespace, name)) if (namespace, name) in self.data else None
-
-    async def read_secret_annotations(self, namespace: str, name: str) -> dict[str, str] | None:
-        found = (namespace, name) in self.data
-        return dict(self.annotations.get((namespace, name), {})) if found else None
+    async def read_secret_parts(
+        self, namespace: str, name: str
+    ) -> tuple[dict[str, str], dict[str, str], dict[str, str]] | None:
+        if (namespace, name) not in self.data:
+            return None
+        return (
+            dict(self.labels.get((namespace, name), {})),
+            dict(self.annotations.get((namespace, name), {})),
+            dict(self.data[namespace, name]),
+        )
 
     async def patch_secret(
         self, namespace: str, name: str, data: Mapping[str, str], annotations: Mapping[str, str]
